@@ -1,0 +1,297 @@
+// Package control is the local protocol between the `warmpod job|probe|status`
+// clients and PID 1: one JSON request line and one JSON response line per
+// connection over a unix socket (mode 0600 in a 0700 directory). PID 1 only
+// answers peers of its own uid or root, checked with SO_PEERCRED
+// (unix(7)); nothing that changes state is reachable over TCP.
+package control
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
+)
+
+// Exit codes of the CLI, from sysexits(3) (DESIGN.md §3).
+const (
+	ExitOK          = 0   // success
+	ExitUsage       = 2   // bad command line
+	ExitDataErr     = 65  // EX_DATAERR: bad job spec or bad input
+	ExitUnavailable = 69  // EX_UNAVAILABLE: no job, draining, or PID 1 not reachable
+	ExitSoftware    = 70  // EX_SOFTWARE: internal error in PID 1
+	ExitTempFail    = 75  // EX_TEMPFAIL: busy or not claimable; retry on another pod
+	ExitNoPerm      = 77  // EX_NOPERM: peer credentials refused
+	ExitLogGone     = 100 // the job log disappeared (as gitlab-runner-helper read-logs)
+)
+
+// Operations understood by PID 1.
+const (
+	OpJobStart = "job.start" // Spec holds the job spec; claims the lease
+	OpJobEnd   = "job.end"   // ends the current job
+	OpJobEnv   = "job.env"   // returns the job's environment in Env
+	OpStatus   = "status"    // returns the status document in Status
+	OpProbe    = "probe"     // Probe is "live" or "ready"; OK tells the result
+)
+
+// MaxRequestBytes bounds one request line (the 1 MiB job spec plus
+// framing).
+const MaxRequestBytes = 1<<20 + 4096
+
+// MaxResponseBytes bounds one response line read by a client (a job
+// environment can hold up to 1 MiB of values, quoted).
+const MaxResponseBytes = 8 << 20
+
+// RequestTimeout bounds reading a request and writing a response; a
+// client that stalls longer is disconnected.
+const RequestTimeout = 10 * time.Second
+
+// Request is one client request.
+type Request struct {
+	Op    string          `json:"op"`
+	Job   string          `json:"job,omitempty"`
+	Spec  json.RawMessage `json:"spec,omitempty"`
+	Probe string          `json:"probe,omitempty"`
+}
+
+// Response is PID 1's answer. Code is the exit code the client should use.
+type Response struct {
+	OK     bool            `json:"ok"`
+	Code   int             `json:"code"`
+	Error  string          `json:"error,omitempty"`
+	Job    string          `json:"job,omitempty"`
+	State  string          `json:"state,omitempty"`
+	Replay bool            `json:"replay,omitempty"`
+	Env    []string        `json:"env,omitempty"`
+	Status json.RawMessage `json:"status,omitempty"`
+}
+
+// Peer identifies the process on the other end of a connection, from
+// SO_PEERCRED.
+type Peer struct {
+	PID, UID, GID int
+}
+
+// Handler serves one request. It must not keep req past the call.
+type Handler func(ctx context.Context, peer Peer, req *Request) Response
+
+// Server accepts control connections.
+type Server struct {
+	path    string
+	ln      *net.UnixListener
+	handler Handler
+	log     hclog.Logger
+	uid     int
+
+	wg sync.WaitGroup
+}
+
+// Listen creates the socket at path: its directory is created with mode
+// 0700 if missing, a stale socket file is removed, and the socket gets mode
+// 0600. Errors are those of mkdir, remove, listen and chmod.
+func Listen(path string, h Handler, log hclog.Logger) (*Server, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("control socket %s: exists and is not a socket", path)
+		}
+		_ = os.Remove(path)
+	}
+	old := unix.Umask(0o177)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	unix.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	ln.SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return &Server{path: path, ln: ln, handler: h, log: log, uid: os.Geteuid()}, nil
+}
+
+// Path returns the socket path.
+func (s *Server) Path() string { return s.path }
+
+// Serve accepts connections until Close. It returns nil after Close.
+func (s *Server) Serve(ctx context.Context) error {
+	for {
+		c, err := s.ln.AcceptUnix()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				s.wg.Wait()
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			s.log.Warn("control accept failed", "error", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(ctx, c)
+		}()
+	}
+}
+
+// Close stops accepting, removes the socket file and waits for requests in
+// flight.
+func (s *Server) Close() error {
+	err := s.ln.Close()
+	s.wg.Wait()
+	return err
+}
+
+// Healthy reports whether the socket file still exists and is a socket (a
+// liveness check: a deleted socket cannot be reached by any client).
+func (s *Server) Healthy() error {
+	st, err := os.Lstat(s.path)
+	if err != nil {
+		return err
+	}
+	if st.Mode()&os.ModeSocket == 0 {
+		return errors.New("not a socket")
+	}
+	return nil
+}
+
+func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(RequestTimeout))
+	peer, err := peerCred(c)
+	if err != nil {
+		s.log.Warn("control peer credentials unavailable", "error", err)
+		return
+	}
+	if peer.UID != 0 && peer.UID != s.uid {
+		s.log.Warn("control peer refused", "uid", peer.UID, "pid", peer.PID)
+		writeResponse(c, Response{Code: ExitNoPerm, Error: "permission denied: only root or uid " + fmt.Sprint(s.uid)})
+		return
+	}
+	line, err := readLine(bufio.NewReaderSize(c, 64<<10), MaxRequestBytes)
+	if err != nil {
+		writeResponse(c, Response{Code: ExitDataErr, Error: "bad request: " + err.Error()})
+		return
+	}
+	var req Request
+	err = json.Unmarshal(line, &req)
+	clear(line) // it may hold a job spec with secrets
+	if err != nil {
+		writeResponse(c, Response{Code: ExitDataErr, Error: "bad request: not JSON"})
+		return
+	}
+	resp := s.handler(ctx, peer, &req)
+	clear(req.Spec)
+	writeResponse(c, resp)
+	for i := range resp.Env {
+		resp.Env[i] = ""
+	}
+}
+
+func writeResponse(c net.Conn, r Response) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		b = []byte(`{"ok":false,"code":70,"error":"cannot encode response"}`)
+	}
+	b = append(b, '\n')
+	_, _ = c.Write(b)
+	clear(b)
+}
+
+// readLine reads up to and including '\n' (which is stripped), refusing
+// lines longer than max.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var out []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(out)+len(chunk) > max {
+			clear(out)
+			return nil, fmt.Errorf("line longer than %d bytes", max)
+		}
+		out = append(out, chunk...)
+		if err == nil {
+			return out[:len(out)-1], nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if len(out) > 0 && errors.Is(err, io.EOF) {
+			return out, nil // a last line without '\n'
+		}
+		clear(out)
+		return nil, err
+	}
+}
+
+func peerCred(c *net.UnixConn) (Peer, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return Peer{}, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return Peer{}, err
+	}
+	if cerr != nil {
+		return Peer{}, cerr
+	}
+	return Peer{PID: int(cred.Pid), UID: int(cred.Uid), GID: int(cred.Gid)}, nil
+}
+
+// Call sends req to the PID 1 listening at path and returns its response.
+// Errors: the socket cannot be reached (the caller should exit
+// ExitUnavailable), or the exchange failed or timed out (RequestTimeout, or
+// ctx's deadline when sooner).
+func Call(ctx context.Context, path string, req *Request) (*Response, error) {
+	d := net.Dialer{Timeout: 2 * time.Second}
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	deadline := time.Now().Add(RequestTimeout + 5*time.Second)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = c.SetDeadline(deadline)
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, '\n')
+	_, err = c.Write(b)
+	clear(b)
+	if err != nil {
+		return nil, err
+	}
+	line, err := readLine(bufio.NewReaderSize(c, 64<<10), MaxResponseBytes)
+	if err != nil {
+		return nil, fmt.Errorf("reading response: %w", err)
+	}
+	var resp Response
+	err = json.Unmarshal(line, &resp)
+	clear(line)
+	if err != nil {
+		return nil, fmt.Errorf("decoding response: %w", err)
+	}
+	return &resp, nil
+}

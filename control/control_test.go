@@ -1,0 +1,92 @@
+package control
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/stretchr/testify/require"
+)
+
+func startServer(t *testing.T, h Handler) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "run", "control.sock")
+	srv, err := Listen(path, h, hclog.NewNullLogger())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, srv.Close())
+		require.NoError(t, <-done)
+	})
+	return path
+}
+
+func TestRoundTripAndPeer(t *testing.T) {
+	var seen Peer
+	path := startServer(t, func(_ context.Context, p Peer, r *Request) Response {
+		seen = p
+		return Response{OK: true, Job: r.Job, State: "busy"}
+	})
+	resp, err := Call(context.Background(), path, &Request{Op: OpJobEnd, Job: "j1"})
+	require.NoError(t, err)
+	require.True(t, resp.OK)
+	require.Equal(t, "j1", resp.Job)
+	require.Equal(t, os.Getpid(), seen.PID)
+	require.Equal(t, os.Geteuid(), seen.UID)
+}
+
+func TestSocketModes(t *testing.T) {
+	path := startServer(t, func(context.Context, Peer, *Request) Response { return Response{OK: true} })
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	dst, err := os.Stat(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), dst.Mode().Perm())
+}
+
+func TestBadRequests(t *testing.T) {
+	path := startServer(t, func(context.Context, Peer, *Request) Response { return Response{OK: true} })
+	tests := []struct {
+		name, send, want string
+	}{
+		{"not json", "hello\n", `"code":65`},
+		{"too long", strings.Repeat("x", MaxRequestBytes+10) + "\n", `"code":65`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("unix", path)
+			require.NoError(t, err)
+			defer c.Close()
+			go func() { _, _ = c.Write([]byte(tt.send)) }()
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			line, err := bufio.NewReader(c).ReadString('\n')
+			require.NoError(t, err)
+			require.Contains(t, line, tt.want)
+		})
+	}
+}
+
+func TestStaleSocketReplacedButNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "plain")
+	require.NoError(t, os.WriteFile(file, []byte("keep"), 0o600))
+	_, err := Listen(file, nil, hclog.NewNullLogger())
+	require.ErrorContains(t, err, "not a socket")
+	b, _ := os.ReadFile(file)
+	require.Equal(t, "keep", string(b))
+}
+
+func TestCallUnreachable(t *testing.T) {
+	_, err := Call(context.Background(), filepath.Join(t.TempDir(), "none.sock"), &Request{Op: OpStatus})
+	require.Error(t, err)
+}
