@@ -1,0 +1,144 @@
+package supervisor
+
+import (
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/warmpod/warmpod/idle"
+	"golang.org/x/sys/unix"
+)
+
+// procView knows which processes belong to the container and which of
+// them are warmpod's own.
+type procView struct {
+	root   string // "/proc"
+	self   int
+	selfNS bool   // /proc shows our PID namespace and we are its init
+	exe    string // readlink of our own /proc/self/exe
+}
+
+func newProcView(root string) procView {
+	v := procView{root: root, self: os.Getpid()}
+	if link, err := os.Readlink(root + "/self"); err == nil && link == strconv.Itoa(v.self) {
+		v.selfNS = v.self == 1
+	}
+	v.exe, _ = os.Readlink(root + "/self/exe")
+	return v
+}
+
+// container returns the processes warmpod is responsible for, except
+// itself. As the PID 1 of a namespace whose /proc is mounted, that is every
+// process; otherwise (a subreaper, or a /proc from another namespace) only
+// its descendants, so that no process outside warmpod's tree is ever
+// touched.
+func (v procView) container() ([]idle.Proc, error) {
+	all, err := idle.ReadProcs(v.root)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0:0]
+	if v.selfNS {
+		for _, p := range all {
+			if p.PID > 1 {
+				out = append(out, p)
+			}
+		}
+		return out, nil
+	}
+	desc := make(map[int]bool)
+	for _, pid := range idle.Descendants(all, v.self) {
+		desc[pid] = true
+	}
+	for _, p := range all {
+		if desc[p.PID] && p.PID > 1 {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// isClient tells whether pid runs warmpod's own binary (a `warmpod job`,
+// `probe` or `status` client).
+func (v procView) isClient(pid int) bool {
+	if v.exe == "" {
+		return false
+	}
+	link, err := os.Readlink(v.root + "/" + strconv.Itoa(pid) + "/exe")
+	return err == nil && link == v.exe
+}
+
+// ancestors returns pid and its ancestors among procs (the chain of the
+// process that asked for a clean-up must survive it).
+func ancestors(procs []idle.Proc, pid int) map[int]bool {
+	parent := make(map[int]int, len(procs))
+	for _, p := range procs {
+		parent[p.PID] = p.PPID
+	}
+	out := map[int]bool{}
+	for pid > 1 && !out[pid] {
+		out[pid] = true
+		pid = parent[pid]
+	}
+	return out
+}
+
+// terminate sends SIGTERM to every container process that keep does not
+// protect, waits up to grace for them to be gone, then SIGKILLs what is
+// left and waits (bounded) for that too. It returns how many processes were
+// signalled. PIDs below 2 are never signalled.
+func (v procView) terminate(keep func(idle.Proc) bool, grace time.Duration) int {
+	targets := v.targets(keep)
+	if len(targets) == 0 {
+		return 0
+	}
+	for _, pid := range targets {
+		sendSignal(pid, unix.SIGTERM)
+	}
+	if v.waitGone(keep, grace) {
+		return len(targets)
+	}
+	for round := 0; round < 3; round++ {
+		for _, pid := range v.targets(keep) {
+			sendSignal(pid, unix.SIGKILL)
+		}
+		if v.waitGone(keep, 2*time.Second) {
+			break
+		}
+	}
+	return len(targets)
+}
+
+func (v procView) targets(keep func(idle.Proc) bool) []int {
+	procs, err := v.container()
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, p := range procs {
+		if p.State == 'Z' || (keep != nil && keep(p)) {
+			continue
+		}
+		out = append(out, p.PID)
+	}
+	return out
+}
+
+func (v procView) waitGone(keep func(idle.Proc) bool, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if len(v.targets(keep)) == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func sendSignal(pid int, sig unix.Signal) {
+	if pid > 1 {
+		_ = unix.Kill(pid, sig)
+	}
+}

@@ -1,0 +1,584 @@
+// Package supervisor is PID 1's single owner of state: it ties the lease
+// and idle deadline (package idle), the underlying shell (package
+// shellproxy), the job's secrets (package tokens) and the control socket
+// (package control) together, and decides when the pod drains.
+package supervisor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/shellproxy"
+	"github.com/warmpod/warmpod/tokens"
+	"golang.org/x/sys/unix"
+)
+
+// Config configures a Supervisor.
+type Config struct {
+	// Command is the underlying shell's argv (default /bin/sh).
+	Command []string
+	// Stdio is the shellproxy mode.
+	Stdio shellproxy.Mode
+	// IdleTimeout is how long the pod may stay idle before it drains
+	// (0 = never).
+	IdleTimeout time.Duration
+	// Grace is how long processes get between SIGTERM and SIGKILL when a
+	// job ends or the pod shuts down. It must stay below the pod's
+	// terminationGracePeriodSeconds.
+	Grace time.Duration
+	// ReadyMargin: readiness turns false this long before the idle
+	// deadline, so executors stop picking the pod before it refuses claims.
+	ReadyMargin time.Duration
+	// TokenEnv is the variable that carries the job token (CI_JOB_TOKEN).
+	TokenEnv string
+	// JobsDir holds one 0700 directory per job for file variables
+	// (default /run/warmpod/jobs, on tmpfs in a pod).
+	JobsDir string
+	// ExitWithCommand makes warmpod a plain init: no respawn, exit with
+	// the command's status.
+	ExitWithCommand bool
+	// ProcRoot is where /proc is mounted (default "/proc").
+	ProcRoot string
+	// Version is reported by status.
+	Version string
+	// Log receives warmpod's own messages.
+	Log hclog.Logger
+	// Stdin, Stdout, Stderr default to the process's own.
+	Stdin, Stdout, Stderr *os.File
+}
+
+// Supervisor runs PID 1. Create with New, then Run.
+type Supervisor struct {
+	cfg    Config
+	log    hclog.Logger
+	reaper *shellproxy.Reaper
+	proxy  *shellproxy.Proxy
+	procs  procView
+
+	opMu    sync.Mutex // serialises job start/end, expiry and drain
+	mu      sync.Mutex // guards machine and job; held only briefly
+	machine *idle.Machine
+	job     *tokens.Spec
+	jobDir  string
+	baseEnv []string
+
+	snap      atomic.Pointer[snapshot]
+	heartbeat atomic.Int64 // unix ns of the main loop's last turn
+	wake      chan struct{}
+	draining  chan struct{}
+	drainOnce sync.Once
+	drainWhy  atomic.Value // string
+	expiring  atomic.Bool  // a lease-expiry clean-up is running
+	exitCode  atomic.Int32
+}
+
+// snapshot is what probes and status read without taking any lock.
+type snapshot struct {
+	status idle.Status
+	ready  bool
+	at     time.Time
+	dl     time.Time
+}
+
+// New prepares a Supervisor: it does not start anything yet.
+func New(cfg Config) (*Supervisor, error) {
+	if len(cfg.Command) == 0 {
+		cfg.Command = []string{"/bin/sh"}
+	}
+	if cfg.ProcRoot == "" {
+		cfg.ProcRoot = "/proc"
+	}
+	if cfg.JobsDir == "" {
+		cfg.JobsDir = "/run/warmpod/jobs"
+	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	if cfg.Stdin == nil {
+		cfg.Stdin, cfg.Stdout, cfg.Stderr = os.Stdin, os.Stdout, os.Stderr
+	}
+	s := &Supervisor{
+		cfg:      cfg,
+		log:      cfg.Log,
+		reaper:   shellproxy.NewReaper(),
+		procs:    newProcView(cfg.ProcRoot),
+		wake:     make(chan struct{}, 1),
+		draining: make(chan struct{}),
+		baseEnv:  os.Environ(),
+	}
+	now := time.Now()
+	s.machine = idle.New(idle.Config{IdleTimeout: cfg.IdleTimeout, MaxJobs: 0}, now)
+	s.heartbeat.Store(now.UnixNano())
+	proxy, err := shellproxy.New(shellproxy.Config{
+		Command: cfg.Command,
+		Mode:    cfg.Stdio,
+		Stdin:   cfg.Stdin, Stdout: cfg.Stdout, Stderr: cfg.Stderr,
+		Respawn: !cfg.ExitWithCommand,
+		Reaper:  s.reaper,
+		Log:     cfg.Log.Named("shell"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.proxy = proxy
+	s.publish(now)
+	return s, nil
+}
+
+// forwarded are the signals PID 1 passes on to the shell's process group
+// (DESIGN.md §4). SIGTERM is forwarded too and also starts the shutdown.
+var forwarded = []os.Signal{
+	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
+	unix.SIGALRM, unix.SIGCONT, unix.SIGWINCH,
+}
+
+// Run starts the shell and serves until the pod drains. It returns PID 1's
+// exit status: 0 after an idle drain, 143 after SIGTERM, the command's
+// status in plain-init mode (127/126 when it cannot be executed).
+func (s *Supervisor) Run(ctx context.Context) int {
+	if os.Getpid() != 1 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			s.log.Warn("not PID 1 and cannot become a child subreaper: orphans will not be reaped", "error", err)
+		} else {
+			s.log.Info("not PID 1: running as child subreaper", "pid", os.Getpid())
+		}
+	}
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD, unix.SIGTERM, unix.SIGPIPE, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP}, forwarded...)...)
+	defer signal.Stop(sigs)
+
+	if err := s.proxy.Start(s.baseEnv); err != nil {
+		s.log.Error("cannot start the shell", "command", s.cfg.Command[0], "error", err)
+		if s.cfg.ExitWithCommand {
+			fmt.Fprintf(s.cfg.Stderr, "warmpod: %v\n", err)
+			s.proxy.Close()
+			return shellproxy.ExecErrorCode(err)
+		}
+	}
+	s.log.Info("warm", "shell", s.cfg.Command[0], "stdio", string(s.proxy.Mode()), "idle_timeout", s.cfg.IdleTimeout, "pid", os.Getpid())
+
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var lastInput time.Time
+	for {
+		s.heartbeat.Store(time.Now().UnixNano())
+		next := s.evaluate(time.Now())
+		if !next.IsZero() {
+			timer.Reset(max(time.Until(next), time.Millisecond))
+		}
+		select {
+		case sig := <-sigs:
+			s.onSignal(sig.(unix.Signal))
+		case <-tick.C:
+			s.reaper.Reap() // insurance against coalesced SIGCHLDs
+			s.scanActivity(&lastInput)
+		case <-timer.C:
+		case <-s.wake:
+		case ex := <-s.proxy.Exited():
+			s.log.Info("command exited", "code", ex.Code())
+			s.exitCode.Store(int32(ex.Code()))
+			s.startDrain("command-exited", ex.Code())
+		case <-s.draining:
+			return s.shutdown(sigs)
+		case <-ctx.Done():
+			s.startDrain("context-cancelled", 0)
+		}
+	}
+}
+
+func (s *Supervisor) onSignal(sig unix.Signal) {
+	switch sig {
+	case unix.SIGCHLD:
+		s.reaper.Reap()
+	case unix.SIGPIPE, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP:
+		// Never stop or kill PID 1 for these (a closed stdout, tty access
+		// from a background group).
+	case unix.SIGTERM:
+		s.log.Info("SIGTERM: shutting down", "grace", s.cfg.Grace)
+		s.proxy.Freeze(nil) // a shell that exits on TERM is not replaced
+		_ = s.proxy.Signal(unix.SIGTERM)
+		s.startDrain("sigterm", 128+int(unix.SIGTERM))
+	case unix.SIGWINCH:
+		s.proxy.Resize()
+		_ = s.proxy.Signal(sig)
+	default:
+		s.log.Debug("forwarding signal", "signal", sig.String())
+		_ = s.proxy.Signal(sig)
+	}
+}
+
+// evaluate runs the lease/deadline machine and acts on its decision; it
+// returns when it must run again.
+func (s *Supervisor) evaluate(now time.Time) time.Time {
+	s.mu.Lock()
+	d := s.machine.Tick(now)
+	s.mu.Unlock()
+	s.publish(now)
+	if d.ExpiredJob != "" && s.expiring.Swap(true) == false {
+		go func() {
+			defer s.expiring.Store(false)
+			s.log.Warn("job lease expired", "job", d.ExpiredJob, "reason", d.ExpiryReason)
+			_ = s.endJob(d.ExpiredJob, "lease "+d.ExpiryReason, 0)
+		}()
+	}
+	if d.Drain {
+		code := 0
+		if d.DrainReason == "sigterm" {
+			code = 143
+		}
+		s.startDrain(d.DrainReason, code)
+	}
+	return d.NextWake
+}
+
+func (s *Supervisor) scanActivity(lastInput *time.Time) {
+	now := time.Now()
+	active := false
+	if in := s.proxy.LastInput(); in.After(*lastInput) {
+		*lastInput = in
+		active = true
+	}
+	if !active {
+		shell := s.proxy.ShellPID()
+		procs, err := s.procs.container()
+		if err == nil {
+			foreign := idle.Foreign(procs, func(p idle.Proc) bool {
+				return p.PID == shell || s.procs.isClient(p.PID)
+			})
+			active = len(foreign) > 0
+		}
+	}
+	if active {
+		s.mu.Lock()
+		s.machine.Activity(now)
+		s.mu.Unlock()
+		s.publish(now)
+	}
+}
+
+func (s *Supervisor) startDrain(reason string, code int) {
+	s.drainOnce.Do(func() {
+		s.drainWhy.Store(reason)
+		if reason != "command-exited" {
+			s.exitCode.Store(int32(code))
+		}
+		s.mu.Lock()
+		s.machine.Drain(reason, time.Now())
+		s.mu.Unlock()
+		s.publish(time.Now())
+		close(s.draining)
+	})
+}
+
+// shutdown ends the job (if any), stops every process, and returns the exit
+// status.
+func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
+	reason, _ := s.drainWhy.Load().(string)
+	s.log.Info("draining", "reason", reason)
+	// Keep reaping while processes die.
+	stop := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				if sig == unix.SIGCHLD {
+					s.reaper.Reap()
+				}
+			case <-time.After(100 * time.Millisecond):
+				s.reaper.Reap()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	s.opMu.Lock()
+	s.proxy.Freeze(nil)
+	n := s.procs.terminate(nil, s.cfg.Grace)
+	s.proxy.Stop(time.Second)
+	s.wipeJob()
+	s.opMu.Unlock()
+	close(stop)
+	s.reaper.Reap()
+	s.proxy.Close()
+	code := int(s.exitCode.Load())
+	s.log.Info("exit", "reason", reason, "code", code, "terminated", n)
+	return code
+}
+
+// wipeJob zeroes the job's secrets and removes its files (caller holds
+// opMu).
+func (s *Supervisor) wipeJob() {
+	s.mu.Lock()
+	job, dir := s.job, s.jobDir
+	s.job, s.jobDir = nil, ""
+	s.mu.Unlock()
+	if job != nil {
+		job.Wipe()
+	}
+	if dir != "" {
+		if err := tokens.RemoveFiles(dir); err != nil {
+			s.log.Error("cannot remove job directory", "dir", dir, "error", err)
+		}
+	}
+}
+
+// publish stores a lock-free snapshot for probes and status.
+func (s *Supervisor) publish(now time.Time) {
+	s.mu.Lock()
+	st := s.machine.Snapshot(now)
+	ready := s.machine.Ready(now, s.cfg.ReadyMargin)
+	s.mu.Unlock()
+	var dl time.Time
+	if st.IdleDeadline != nil {
+		dl = *st.IdleDeadline
+	}
+	s.snap.Store(&snapshot{status: st, ready: ready, at: now, dl: dl})
+}
+
+func (s *Supervisor) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// StartJob claims the lease for the spec in raw and gives the job a fresh
+// shell holding its token and variables. It returns the control response:
+// 65 for a bad spec (naming the field), 75 when another job holds the
+// lease, 69 when draining; PID 1's state is unchanged by any refusal.
+func (s *Supervisor) StartJob(raw []byte) control.Response {
+	spec, err := tokens.ParseSpec(raw)
+	if err != nil {
+		return control.Response{Code: control.ExitDataErr, Error: err.Error()}
+	}
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	now := time.Now()
+	s.mu.Lock()
+	// lease_ttl is validated but not enforced: nothing renews a lease yet,
+	// so enforcing it would end every heartbeat job after one TTL.
+	replay, err := s.machine.Claim(spec.ID, spec.Nonce, spec.Timeout, 0, now)
+	s.mu.Unlock()
+	if replay {
+		spec.Wipe()
+		return control.Response{OK: true, Job: spec.ID, State: idle.Busy.String(), Replay: true}
+	}
+	if err != nil {
+		spec.Wipe()
+		s.publish(now)
+		return claimError(err)
+	}
+	dir := filepath.Join(s.cfg.JobsDir, spec.ID)
+	if err := s.prepareJob(spec, dir); err != nil {
+		s.log.Error("job start failed; lease released", "job", spec.ID, "error", err)
+		spec.Wipe()
+		_ = tokens.RemoveFiles(dir)
+		s.mu.Lock()
+		_ = s.machine.Abort(spec.ID, time.Now())
+		s.mu.Unlock()
+		_ = s.proxy.Replace(s.baseEnv, s.cfg.Grace)
+		s.publish(time.Now())
+		return control.Response{Code: control.ExitSoftware, Error: "job start failed: " + err.Error()}
+	}
+	s.publish(time.Now())
+	s.kick()
+	s.log.Info("job started", "job", spec.ID, "variables", len(spec.Variables), "timeout", spec.Timeout)
+	return control.Response{OK: true, Job: spec.ID, State: idle.Busy.String()}
+}
+
+func (s *Supervisor) prepareJob(spec *tokens.Spec, dir string) error {
+	hasFiles := false
+	for _, v := range spec.Variables {
+		hasFiles = hasFiles || v.File
+	}
+	if hasFiles {
+		if err := os.MkdirAll(s.cfg.JobsDir, 0o700); err != nil {
+			return err
+		}
+		if err := spec.WriteFiles(dir); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.job, s.jobDir = spec, ""
+	if hasFiles {
+		s.jobDir = dir
+	}
+	s.mu.Unlock()
+	env := append(append([]string(nil), s.baseEnv...), spec.Env(s.cfg.TokenEnv, dir)...)
+	if err := s.proxy.Replace(env, s.cfg.Grace); err != nil {
+		s.mu.Lock()
+		s.job, s.jobDir = nil, ""
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func claimError(err error) control.Response {
+	switch {
+	case errors.Is(err, idle.ErrDraining):
+		return control.Response{Code: control.ExitUnavailable, Error: err.Error(), State: idle.Draining.String()}
+	default:
+		return control.Response{Code: control.ExitTempFail, Error: err.Error(), State: idle.Busy.String()}
+	}
+}
+
+// EndJob ends the current job for the client whose PID is peer: every
+// container process except PID 1, warmpod's own clients and the caller's
+// ancestry gets SIGTERM, then SIGKILL after the grace; the secrets are
+// zeroed, the job directory removed, and a fresh idle shell started.
+// Exit 69 when no job holds the lease.
+func (s *Supervisor) EndJob(jobID string, peer int) control.Response {
+	return s.endJob(jobID, "job end", peer)
+}
+
+func (s *Supervisor) endJob(jobID, reason string, peer int) control.Response {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	lease, ok := s.machine.Lease()
+	s.mu.Unlock()
+	if !ok {
+		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
+	}
+	if jobID != "" && jobID != lease.JobID {
+		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
+	}
+	// No job shell may be respawned with the job's environment from here on.
+	s.proxy.Freeze(s.baseEnv)
+	var keep map[int]bool
+	if peer > 1 {
+		if procs, err := s.procs.container(); err == nil {
+			keep = ancestors(procs, peer)
+		}
+	}
+	n := s.procs.terminate(func(p idle.Proc) bool {
+		return keep[p.PID] || s.procs.isClient(p.PID)
+	}, s.cfg.Grace)
+	s.wipeJob()
+	if err := s.proxy.Replace(s.baseEnv, s.cfg.Grace); err != nil {
+		s.log.Error("cannot start the idle shell", "error", err)
+	}
+	now := time.Now()
+	s.mu.Lock()
+	_ = s.machine.Release(lease.JobID, now)
+	s.mu.Unlock()
+	s.publish(now)
+	s.kick()
+	s.log.Info("job ended", "job", lease.JobID, "reason", reason, "terminated", n, "duration", now.Sub(lease.Since).Round(time.Millisecond))
+	return control.Response{OK: true, Job: lease.JobID, State: s.State()}
+}
+
+// JobEnv returns the current job's environment ("KEY=VALUE": its
+// variables and token); 69 when no job holds the lease.
+func (s *Supervisor) JobEnv() control.Response {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lease, ok := s.machine.Lease()
+	if !ok || s.job == nil {
+		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
+	}
+	return control.Response{OK: true, Job: lease.JobID, State: idle.Busy.String(), Env: s.job.Env(s.cfg.TokenEnv, s.jobDirFor(lease.JobID))}
+}
+
+func (s *Supervisor) jobDirFor(id string) string { return filepath.Join(s.cfg.JobsDir, id) }
+
+// State returns "idle", "busy" or "draining".
+func (s *Supervisor) State() string { return s.snap.Load().status.State }
+
+// Live is the liveness check of the main loop: it fails when the loop has
+// not turned for 5 s (it turns at least once a second).
+func (s *Supervisor) Live() error {
+	if age := time.Since(time.Unix(0, s.heartbeat.Load())); age > 5*time.Second {
+		return fmt.Errorf("supervisor loop stalled for %s", age.Round(time.Second))
+	}
+	return nil
+}
+
+// Reaping is the liveness check of the reaper: it fails when no reap has
+// run for 5 s.
+func (s *Supervisor) Reaping() error {
+	if age := time.Since(s.reaper.LastReap()); age > 5*time.Second {
+		return fmt.Errorf("reaper idle for %s", age.Round(time.Second))
+	}
+	return nil
+}
+
+// Ready is the readiness check: nil only while idle and accepting a job,
+// and not within ReadyMargin of the idle deadline.
+func (s *Supervisor) Ready() error {
+	sn := s.snap.Load()
+	if sn.status.State != idle.Idle.String() {
+		return errors.New(sn.status.State)
+	}
+	if !sn.dl.IsZero() && !time.Now().Before(sn.dl.Add(-s.cfg.ReadyMargin)) {
+		return errors.New("idle deadline imminent")
+	}
+	return nil
+}
+
+// ShellUp is the readiness check that a shell is running.
+func (s *Supervisor) ShellUp() error {
+	if s.proxy.ShellPID() <= 1 {
+		return errors.New("no shell")
+	}
+	return nil
+}
+
+// StatusJSON returns the status document: state, job id, jobs run, idle
+// since, idle deadline, version. It never holds a secret.
+func (s *Supervisor) StatusJSON() []byte {
+	sn := s.snap.Load()
+	doc := struct {
+		idle.Status
+		Version string `json:"version"`
+		Stdio   string `json:"stdio"`
+		Shell   int    `json:"shell_pid,omitempty"`
+		Orphans uint64 `json:"orphans_reaped"`
+	}{sn.status, s.cfg.Version, string(s.proxy.Mode()), s.proxy.ShellPID(), s.reaper.Orphans()}
+	b, _ := json.Marshal(doc)
+	return append(b, '\n')
+}
+
+// Handle serves one control request.
+func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.Request) control.Response {
+	switch req.Op {
+	case control.OpJobStart:
+		return s.StartJob(req.Spec)
+	case control.OpJobEnd:
+		return s.EndJob(req.Job, peer.PID)
+	case control.OpJobEnv:
+		return s.JobEnv()
+	case control.OpStatus:
+		return control.Response{OK: true, State: s.State(), Status: s.StatusJSON()}
+	case control.OpProbe:
+		var err error
+		switch req.Probe {
+		case "live":
+			err = errors.Join(s.Live(), s.Reaping())
+		case "ready":
+			err = errors.Join(s.Ready(), s.ShellUp())
+		default:
+			return control.Response{Code: control.ExitUsage, Error: "probe: want live or ready"}
+		}
+		if err != nil {
+			return control.Response{Code: 1, Error: err.Error(), State: s.State()}
+		}
+		return control.Response{OK: true, State: s.State()}
+	}
+	return control.Response{Code: control.ExitUsage, Error: fmt.Sprintf("unknown operation %q", req.Op)}
+}
