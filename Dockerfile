@@ -1,0 +1,13 @@
+# warmpod image: only the static binary. Use it as the ENTRYPOINT of a helper
+# image that has a shell:  COPY --from=<this image> /warmpod /usr/local/bin/warmpod
+FROM golang:1.26 AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /warmpod ./cmd/warmpod
+
+FROM scratch
+COPY --from=build /warmpod /warmpod
+ENTRYPOINT ["/warmpod"]

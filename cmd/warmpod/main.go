@@ -1,0 +1,198 @@
+// Command warmpod is the PID 1 of a warm CI pod: an init that proxies the
+// container's stdio to a shell, reaps zombies, forwards signals, hands jobs
+// over through a local control socket, serves kubelet probes, and drains
+// after an idle deadline. See README.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/probe"
+	"github.com/warmpod/warmpod/shellproxy"
+	"github.com/warmpod/warmpod/supervisor"
+	"golang.org/x/sys/unix"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const defaultSocket = "/run/warmpod/control.sock"
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "job":
+			return jobCmd(args[1:])
+		case "probe":
+			return probeCmd(args[1:])
+		case "status":
+			return statusCmd(args[1:])
+		case "version", "--version":
+			fmt.Println("warmpod", version)
+			return 0
+		}
+	}
+	return pid1(args)
+}
+
+// envTwins gives every flag not set on the command line the value of its
+// WARMPOD_* environment variable (--idle-timeout ⇐ WARMPOD_IDLE_TIMEOUT).
+func envTwins(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		name := "WARMPOD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %v", name, v, e)
+			}
+		}
+	})
+	return err
+}
+
+type pid1Flags struct {
+	idleTimeout, grace, readyMargin time.Duration
+	probeAddr, socket, stdio        string
+	tokenEnv, jobsDir               string
+	logLevel, logFormat, logFile    string
+	exitWithCommand                 bool
+}
+
+func pid1(args []string) int {
+	fs := flag.NewFlagSet("warmpod", flag.ContinueOnError)
+	var f pid1Flags
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", 10*time.Minute, "drain and exit after this long without activity (0 = never)")
+	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL for the job's processes and at shutdown (keep below terminationGracePeriodSeconds)")
+	fs.DurationVar(&f.readyMargin, "ready-margin", 10*time.Second, "readiness turns false this long before the idle deadline (capped at half the idle timeout)")
+	fs.StringVar(&f.probeAddr, "probe-addr", ":9898", "address of the HTTP probe server (empty = off)")
+	fs.StringVar(&f.socket, "control-socket", defaultSocket, "unix socket for job, probe and status clients")
+	fs.StringVar(&f.stdio, "stdio", "auto", "stdio mode: auto, pipe, inherit or pty")
+	fs.StringVar(&f.tokenEnv, "token-env", "CI_JOB_TOKEN", "environment variable that carries the job token")
+	fs.StringVar(&f.jobsDir, "jobs-dir", "/run/warmpod/jobs", "directory (tmpfs) for per-job file variables")
+	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn, error or off")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of stderr")
+	fs.BoolVar(&f.exitWithCommand, "exit-with-command", false, "plain init: no respawn, exit with the command's status")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]\n       warmpod job start|run|env|end, probe live|ready, status, version\n\nflags (each also as WARMPOD_<NAME>):\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return control.ExitUsage
+	}
+	if err := envTwins(fs); err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod:", err)
+		return control.ExitUsage
+	}
+	mode, err := shellproxy.ParseMode(f.stdio)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod:", err)
+		return control.ExitUsage
+	}
+	if f.idleTimeout < 0 || f.grace < 0 || f.readyMargin < 0 {
+		fmt.Fprintln(os.Stderr, "warmpod: durations must not be negative")
+		return control.ExitUsage
+	}
+	command := fs.Args()
+	if len(command) == 0 {
+		command = []string{"/bin/sh"}
+	}
+	log, closeLog, err := newLogger(f.logLevel, f.logFormat, f.logFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod:", err)
+		return control.ExitUsage
+	}
+	defer closeLog()
+	harden(log)
+
+	margin := min(f.readyMargin, f.idleTimeout/2)
+	sup, err := supervisor.New(supervisor.Config{
+		Command: command, Stdio: mode, IdleTimeout: f.idleTimeout, Grace: f.grace,
+		ReadyMargin: margin, TokenEnv: f.tokenEnv, JobsDir: f.jobsDir,
+		ExitWithCommand: f.exitWithCommand, Version: version, Log: log,
+	})
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		return control.ExitSoftware
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	srv, err := control.Listen(f.socket, sup.Handle, log.Named("control"))
+	if err != nil {
+		log.Error("control socket unavailable: job hand-over disabled", "path", f.socket, "error", err)
+	} else {
+		go func() { _ = srv.Serve(ctx) }()
+		defer srv.Close()
+	}
+	if f.probeAddr != "" {
+		live := []probe.Check{{Name: "ping", Fn: func() error { return nil }}, {Name: "supervisor", Fn: sup.Live}, {Name: "reaper", Fn: sup.Reaping}}
+		if srv != nil {
+			live = append(live, probe.Check{Name: "control-socket", Fn: srv.Healthy})
+		}
+		ready := []probe.Check{{Name: "state", Fn: sup.Ready}, {Name: "shell", Fn: sup.ShellUp}}
+		h := probe.NewHandler(live, ready, sup.StatusJSON, log.Named("probe"))
+		go func() {
+			if err := probe.Serve(ctx, f.probeAddr, h, log.Named("probe")); err != nil {
+				log.Error("probe server stopped", "addr", f.probeAddr, "error", err)
+			}
+		}()
+	}
+	return sup.Run(ctx)
+}
+
+// harden applies the process-level protections of PID 1: cwd "/", no core
+// dumps and not dumpable, so job code running as another user cannot read
+// PID 1's memory, environment or fds through /proc (prctl(2) PR_SET_DUMPABLE).
+func harden(log hclog.Logger) {
+	if err := os.Chdir("/"); err != nil {
+		log.Warn("chdir /", "error", err)
+	}
+	_ = unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{})
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		log.Warn("cannot make PID 1 non-dumpable", "error", err)
+	}
+}
+
+func newLogger(level, format, file string) (hclog.Logger, func(), error) {
+	lvl := hclog.LevelFromString(level)
+	if lvl == hclog.NoLevel {
+		return nil, nil, fmt.Errorf("log level %q: want trace, debug, info, warn, error or off", level)
+	}
+	if format != "text" && format != "json" {
+		return nil, nil, fmt.Errorf("log format %q: want text or json", format)
+	}
+	var out io.Writer = os.Stderr
+	closeFn := func() {}
+	if file != "" {
+		fh, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_APPEND|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, nil, err
+		}
+		out, closeFn = fh, func() { _ = fh.Close() }
+	}
+	return hclog.New(&hclog.LoggerOptions{
+		Name: "warmpod", Level: lvl, Output: out, JSONFormat: format == "json",
+		DisableTime: false, Color: hclog.ColorOff,
+	}), closeFn, nil
+}
