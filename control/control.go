@@ -51,8 +51,8 @@ const MaxRequestBytes = 1<<20 + 4096
 // environment can hold up to 1 MiB of values, quoted).
 const MaxResponseBytes = 8 << 20
 
-// RequestTimeout bounds reading a request and writing a response; a
-// client that stalls longer is disconnected.
+// RequestTimeout bounds reading a request and writing a response (not the
+// work in between); a client that stalls longer is disconnected.
 const RequestTimeout = 10 * time.Second
 
 // Request is one client request.
@@ -196,8 +196,11 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		writeResponse(c, Response{Code: ExitDataErr, Error: "bad request: not JSON"})
 		return
 	}
+	// A job end waits for the grace period: no deadline while PID 1 works.
+	_ = c.SetDeadline(time.Time{})
 	resp := s.handler(ctx, peer, &req)
 	clear(req.Spec)
+	_ = c.SetWriteDeadline(time.Now().Add(RequestTimeout))
 	writeResponse(c, resp)
 	for i := range resp.Env {
 		resp.Env[i] = ""
@@ -258,9 +261,10 @@ func peerCred(c *net.UnixConn) (Peer, error) {
 }
 
 // Call sends req to the PID 1 listening at path and returns its response.
-// Errors: the socket cannot be reached (the caller should exit
-// ExitUnavailable), or the exchange failed or timed out (RequestTimeout, or
-// ctx's deadline when sooner).
+// The exchange is bounded by ctx's deadline only: a job end legitimately
+// takes the whole grace period, and a PID 1 that dies closes the socket.
+// Errors: the socket cannot be reached within 2 s (the caller should exit
+// ExitUnavailable), or the exchange failed or ctx expired.
 func Call(ctx context.Context, path string, req *Request) (*Response, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
 	c, err := d.DialContext(ctx, "unix", path)
@@ -268,11 +272,11 @@ func Call(ctx context.Context, path string, req *Request) (*Response, error) {
 		return nil, err
 	}
 	defer c.Close()
-	deadline := time.Now().Add(RequestTimeout + 5*time.Second)
-	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
-		deadline = dl
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
 	}
-	_ = c.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
 	b, err := json.Marshal(req)
 	if err != nil {
 		return nil, err

@@ -42,8 +42,14 @@ func parseClient(fs *flag.FlagSet, args []string) bool {
 	return true
 }
 
+// callTimeout bounds any client's exchange with PID 1 (a job end takes up
+// to --grace plus the kill and reap).
+const callTimeout = 10 * time.Minute
+
 // call talks to PID 1; an unreachable socket is exit 69.
 func call(ctx context.Context, sock string, req *control.Request) (*control.Response, int) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	resp, err := control.Call(ctx, sock, req)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "warmpod: PID 1 not reachable at %s: %v\n", sock, err)

@@ -9,7 +9,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -161,10 +163,22 @@ func pid1(args []string) int {
 	return sup.Run(ctx)
 }
 
-// harden applies the process-level protections of PID 1: cwd "/", no core
+// harden applies the process-level protections of PID 1: no inherited fd
+// reaches a child, cwd "/", no core
 // dumps and not dumpable, so job code running as another user cannot read
 // PID 1's memory, environment or fds through /proc (prctl(2) PR_SET_DUMPABLE).
 func harden(log hclog.Logger) {
+	// Descriptors inherited from whoever started PID 1 (a runtime, a test
+	// harness) must not leak into the shell: mark every fd >= 3 close-on-exec.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+			for _, e := range fds {
+				if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+					unix.CloseOnExec(fd)
+				}
+			}
+		}
+	}
 	if err := os.Chdir("/"); err != nil {
 		log.Warn("chdir /", "error", err)
 	}
