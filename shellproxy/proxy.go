@@ -522,6 +522,13 @@ func (p *Proxy) stopShell(sh *shell, grace time.Duration) {
 	if sh.w != nil {
 		_ = sh.w.Close() // end of input: the shell finishes what it read
 	}
+	if sh.master != nil {
+		// A pty cannot be half-closed: type end-of-file instead. The first
+		// ^D flushes a partial line, the second is EOF at a line start.
+		_ = sh.master.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		_, _ = sh.master.Write([]byte{veof(sh.master), veof(sh.master)})
+		_ = sh.master.SetWriteDeadline(time.Time{})
+	}
 	if !p.waitDone(sh, p.cfg.SwapTimeout) {
 		p.signalGroup(sh, unix.SIGTERM)
 		if sh.master != nil {

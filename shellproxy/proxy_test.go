@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -208,4 +209,54 @@ func TestLookPath(t *testing.T) {
 	_, err = lookPath("no-such-command-xyz", []string{"PATH=/bin"})
 	require.Equal(t, 127, ExecErrorCode(err))
 	require.True(t, bytes.HasPrefix([]byte("/x"), []byte("/")))
+}
+
+func countFds(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+// Replacing the shell many times leaks neither goroutines nor descriptors
+// (a PID 1 lives for days and replaces its shell at every job start and
+// end).
+func TestNoLeakAcrossShellReplacements(t *testing.T) {
+	n := 10000 // the figure; ~7 ms each
+	if testing.Short() {
+		n = 500
+	}
+	for _, mode := range []Mode{ModePipe, ModePTY} {
+		t.Run(string(mode), func(t *testing.T) {
+			h := newHarness(t, mode, true, "/bin/sh")
+			require.NoError(t, h.p.Start([]string{"PATH=/usr/bin:/bin"}))
+			warm := func() {
+				for i := 0; i < 20; i++ {
+					require.NoError(t, h.p.Replace([]string{"PATH=/usr/bin:/bin"}, time.Second))
+				}
+			}
+			warm()
+			time.Sleep(100 * time.Millisecond)
+			fds0, gr0 := countFds(t), runtime.NumGoroutine()
+			count := n
+			if mode == ModePTY {
+				count = n / 10 // a pty shell takes ~10x longer to start
+			}
+			for i := 0; i < count; i++ {
+				require.NoError(t, h.p.Replace([]string{"PATH=/usr/bin:/bin"}, time.Second))
+			}
+			// Polled here, not in require.Eventually: its own goroutine
+			// would be counted.
+			fds, gr := countFds(t), runtime.NumGoroutine()
+			for deadline := time.Now().Add(10 * time.Second); (fds > fds0 || gr > gr0) && time.Now().Before(deadline); {
+				time.Sleep(50 * time.Millisecond)
+				fds, gr = countFds(t), runtime.NumGoroutine()
+			}
+			require.LessOrEqual(t, fds, fds0, "descriptors after %d replacements", count)
+			require.LessOrEqual(t, gr, gr0, "goroutines after %d replacements", count)
+			_, err := h.in.Write([]byte("echo still-$((2*21))\n"))
+			require.NoError(t, err)
+			h.waitOutput("still-42")
+		})
+	}
 }

@@ -52,3 +52,12 @@ func makeRaw(f *os.File) (func(), error) {
 	}
 	return func() { _ = unix.IoctlSetTermios(fd, unix.TCSETS, old) }, nil
 }
+
+// veof returns the terminal's end-of-file character (c_cc[VEOF], ^D by
+// default).
+func veof(f *os.File) byte {
+	if t, err := unix.IoctlGetTermios(fileFd(f), unix.TCGETS); err == nil && t.Cc[unix.VEOF] != 0 {
+		return t.Cc[unix.VEOF]
+	}
+	return 0x04
+}
