@@ -412,11 +412,11 @@ func (p *Proxy) spawnLocked() error {
 	p.shells.Add(1)
 	switch p.mode {
 	case ModePipe:
-		p.pump.attach(sh.w)
+		p.pump.attach(sh.w, 0)
 	case ModePTY:
 		sh.outEnd = make(chan struct{})
 		go p.copyOutput(sh)
-		p.pump.attach(sh.master)
+		p.pump.attach(sh.master, veof(sh.master))
 	}
 	p.mu.Lock()
 	p.cur = sh

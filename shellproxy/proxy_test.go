@@ -260,3 +260,21 @@ func TestNoLeakAcrossShellReplacements(t *testing.T) {
 		})
 	}
 }
+
+// A pty cannot be half-closed: end of stdin is typed as ^D, so a command
+// that has not read its input yet is not hung up.
+func TestPTYPlainInitStdinEOFIsNotAHangup(t *testing.T) {
+	h := newHarness(t, ModePTY, false, "/bin/sh", "-c", "sleep 0.3; echo hi-$((1+1)); cat; echo cat-done")
+	require.NoError(t, h.p.Start([]string{"PATH=/usr/bin:/bin"}))
+	_, err := h.in.Write([]byte("partial"))
+	require.NoError(t, err)
+	h.closeStdin()
+	select {
+	case ex := <-h.p.Exited():
+		require.Equal(t, 0, ex.Code(), h.output())
+	case <-time.After(10 * time.Second):
+		t.Fatal("command did not finish")
+	}
+	require.Contains(t, h.output(), "hi-2")
+	require.Contains(t, h.output(), "cat-done")
+}

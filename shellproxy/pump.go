@@ -22,6 +22,9 @@ type pump struct {
 	eof     bool // stdin reached end of file or failed
 	closed  bool
 
+	eofChar  byte // how to say end of input to the target (0: close it)
+	lastByte byte // last byte written to the target
+
 	// closeOnEOF: once stdin is at EOF and the queue is empty, close the
 	// target so the shell sees end of input (plain-init mode).
 	closeOnEOF bool
@@ -68,8 +71,7 @@ func (p *pump) run() {
 	for {
 		for !p.closed && (p.target == nil || len(p.queue) == 0) {
 			if p.target != nil && p.eof && p.closeOnEOF && len(p.queue) == 0 {
-				_ = p.target.Close()
-				p.target = nil
+				p.endInput()
 				continue
 			}
 			p.cond.Wait()
@@ -84,6 +86,9 @@ func (p *pump) run() {
 		n, err := t.Write(chunk)
 		p.mu.Lock()
 		p.writing = false
+		if n > 0 {
+			p.lastByte = chunk[n-1]
+		}
 		if n < len(chunk) {
 			p.queue = append([][]byte{chunk[n:]}, p.queue...)
 		}
@@ -96,10 +101,33 @@ func (p *pump) run() {
 	}
 }
 
-// attach makes t the destination of stdin bytes.
-func (p *pump) attach(t *os.File) {
+// endInput tells the current target that stdin has ended (caller holds
+// mu): a pipe is closed; a pty cannot be half-closed, so end-of-file is
+// typed instead (twice when a partial line is pending: the first ^D only
+// flushes it).
+func (p *pump) endInput() {
+	t := p.target
+	p.target = nil
+	if p.eofChar == 0 {
+		_ = t.Close()
+		return
+	}
+	eof := []byte{p.eofChar}
+	if p.lastByte != 0 && p.lastByte != '\n' {
+		eof = append(eof, p.eofChar)
+	}
+	_ = t.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = t.Write(eof)
+	_ = t.SetWriteDeadline(time.Time{})
+}
+
+// attach makes t the destination of stdin bytes. eofChar is 0 for a pipe,
+// or the terminal's VEOF character for a pty master.
+func (p *pump) attach(t *os.File, eofChar byte) {
 	p.mu.Lock()
 	p.target = t
+	p.eofChar = eofChar
+	p.lastByte = 0
 	p.cond.Broadcast()
 	p.mu.Unlock()
 }

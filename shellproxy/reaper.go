@@ -2,6 +2,7 @@ package shellproxy
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,10 +61,21 @@ func NewReaper() *Reaper {
 // registers the new PID before any Reap can observe its exit. The returned
 // channel receives exactly one Exit. Errors are those of syscall.ForkExec
 // (for example ENOENT or EACCES for a command that cannot be executed).
+//
+// The child starts with an empty signal mask whatever mask warmpod itself
+// inherited: the Go runtime hands the forking thread's mask to the child,
+// and only unblocks the signals it needs itself.
 func (r *Reaper) Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan Exit, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	runtime.LockOSThread()
+	var empty, old unix.Sigset_t
+	maskErr := unix.PthreadSigmask(unix.SIG_SETMASK, &empty, &old)
 	pid, err := syscall.ForkExec(argv0, argv, attr)
+	if maskErr == nil {
+		_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	}
+	runtime.UnlockOSThread()
 	if err != nil {
 		return 0, nil, err
 	}

@@ -159,12 +159,13 @@ func (s *Supervisor) Run(ctx context.Context) int {
 	defer signal.Stop(sigs)
 
 	if err := s.proxy.Start(s.baseEnv); err != nil {
-		s.log.Error("cannot start the shell", "command", s.cfg.Command[0], "error", err)
 		if s.cfg.ExitWithCommand {
+			// Exactly one line on stderr, as a shell would print it.
 			fmt.Fprintf(s.cfg.Stderr, "warmpod: %v\n", err)
 			s.proxy.Close()
 			return shellproxy.ExecErrorCode(err)
 		}
+		s.log.Error("cannot start the shell; retrying", "command", s.cfg.Command[0], "error", err)
 	}
 	s.log.Info("warm", "shell", s.cfg.Command[0], "stdio", string(s.proxy.Mode()), "idle_timeout", s.cfg.IdleTimeout, "pid", os.Getpid())
 
