@@ -3,7 +3,7 @@ GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/warmpod
-PKGS_DEB  := runc busybox-static
+PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 
 .PHONY: help build test unit e2e demo deps vet size clean
 
@@ -14,7 +14,7 @@ build: ## static, stripped binary with a version stamp → bin/warmpod
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/warmpod
 	@ls -l $(BIN) | awk '{print "built", $$NF, $$5, "bytes"}'
 
-deps: ## install what the tests need (Debian: runc, busybox-static)
+deps: ## install what the tests need (Debian: runc, busybox-static, the anchor inits)
 	@missing=""; for p in $(PKGS_DEB); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "apt-get install$$missing"; \
