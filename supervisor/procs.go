@@ -3,6 +3,7 @@ package supervisor
 import (
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warmpod/warmpod/idle"
@@ -116,7 +117,7 @@ func (v procView) targets(keep func(idle.Proc) bool) []int {
 	}
 	var out []int
 	for _, p := range procs {
-		if p.State == 'Z' || (keep != nil && keep(p)) {
+		if p.State == 'Z' || entering(p) || (keep != nil && keep(p)) {
 			continue
 		}
 		out = append(out, p.PID)
@@ -141,4 +142,12 @@ func sendSignal(pid int, sig unix.Signal) {
 	if pid > 1 {
 		_ = unix.Kill(pid, sig)
 	}
+}
+
+// entering tells whether p is a runtime's init that is still setting up an
+// exec session (runc's "runc:[2:INIT]" before it execs the command, e.g. a
+// `kubectl exec ... warmpod status` arriving during a clean-up). Killing it
+// would fail that exec with "read init-p: connection reset by peer".
+func entering(p idle.Proc) bool {
+	return strings.HasPrefix(p.Comm, "runc:[")
 }
