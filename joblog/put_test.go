@@ -1,0 +1,149 @@
+package joblog
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/iotest"
+
+	"github.com/stretchr/testify/require"
+)
+
+func hexSum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestPut(t *testing.T) {
+	content := bytes.Repeat([]byte("warmpod put test\x00\xff\n"), 10_000)
+	sum := hexSum(content)
+	old := []byte("old content\n")
+	errRead := errors.New("stream reset")
+
+	tests := []struct {
+		name     string
+		existing []byte    // file already at path, or nil
+		input    io.Reader // what r yields
+		size     int64
+		digest   string
+		mode     os.FileMode
+		wantErr  error // nil: success
+	}{
+		{name: "lower-case digest", input: bytes.NewReader(content), size: int64(len(content)), digest: sum, mode: 0o640},
+		{name: "upper-case digest replaces file", existing: old, input: bytes.NewReader(content),
+			size: int64(len(content)), digest: strings.ToUpper(sum), mode: 0o755},
+		{name: "one byte at a time", input: iotest.OneByteReader(bytes.NewReader(content[:999])),
+			size: 999, digest: hexSum(content[:999]), mode: 0o600},
+		{name: "empty file", input: strings.NewReader(""), size: 0, digest: hexSum(nil), mode: 0o444},
+		{name: "data with EOF on last read", input: iotest.DataErrReader(bytes.NewReader(content)),
+			size: int64(len(content)), digest: sum, mode: 0o600},
+		{name: "input cut at 60%", input: bytes.NewReader(content[:len(content)*6/10]),
+			size: int64(len(content)), digest: sum, mode: 0o644, wantErr: ErrBadInput},
+		{name: "input cut at 60%, existing unchanged", existing: old, input: bytes.NewReader(content[:len(content)*6/10]),
+			size: int64(len(content)), digest: sum, mode: 0o644, wantErr: ErrBadInput},
+		{name: "extra bytes", input: io.MultiReader(bytes.NewReader(content), strings.NewReader("x")),
+			size: int64(len(content)), digest: sum, mode: 0o644, wantErr: ErrBadInput},
+		{name: "wrong digest, existing unchanged", existing: old, input: bytes.NewReader(content),
+			size: int64(len(content)), digest: hexSum(old), mode: 0o644, wantErr: ErrBadInput},
+		{name: "malformed digest", input: bytes.NewReader(content), size: int64(len(content)),
+			digest: sum[:63] + "g", mode: 0o644, wantErr: ErrBadInput},
+		{name: "short digest", input: bytes.NewReader(content), size: int64(len(content)),
+			digest: sum[:62], mode: 0o644, wantErr: ErrBadInput},
+		{name: "negative size", input: strings.NewReader(""), size: -1, digest: hexSum(nil), mode: 0o644, wantErr: ErrBadInput},
+		{name: "read error", input: io.MultiReader(bytes.NewReader(content[:100]), iotest.ErrReader(errRead)),
+			size: int64(len(content)), digest: sum, mode: 0o644, wantErr: errRead},
+		{name: "read error after all bytes", input: io.MultiReader(bytes.NewReader(content), iotest.ErrReader(errRead)),
+			size: int64(len(content)), digest: sum, mode: 0o644, wantErr: errRead},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := filepath.Join(dir, "artifact.bin")
+			if tc.existing != nil {
+				require.NoError(t, os.WriteFile(p, tc.existing, 0o600))
+			}
+			err := Put(p, tc.input, tc.size, tc.digest, tc.mode, -1, -1)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+				require.ErrorIs(t, err, ErrBadInput, "input problems wrap ErrBadInput")
+				if tc.existing == nil {
+					require.Empty(t, dirNames(t, dir), "no file and no temp file left")
+					return
+				}
+				require.Equal(t, []string{"artifact.bin"}, dirNames(t, dir), "no temp file left")
+				got, err := os.ReadFile(p)
+				require.NoError(t, err)
+				require.Equal(t, tc.existing, got, "existing file unchanged")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, []string{"artifact.bin"}, dirNames(t, dir), "no temp file left")
+			got, err := os.ReadFile(p)
+			require.NoError(t, err)
+			require.Equal(t, hexSum(got), strings.ToLower(tc.digest))
+			require.Equal(t, tc.size, int64(len(got)))
+			st, err := os.Stat(p)
+			require.NoError(t, err)
+			require.Equal(t, tc.mode, st.Mode().Perm())
+		})
+	}
+}
+
+func TestPutOwner(t *testing.T) {
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = 12345, 23456 // root may give the file away
+	}
+	p := filepath.Join(t.TempDir(), "owned")
+	require.NoError(t, Put(p, strings.NewReader("x"), 1, hexSum([]byte("x")), 0o600, uid, gid))
+	st, err := os.Stat(p)
+	require.NoError(t, err)
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	require.True(t, ok)
+	require.Equal(t, uint32(uid), sys.Uid)
+	require.Equal(t, uint32(gid), sys.Gid)
+}
+
+func TestPutFileSystemErrors(t *testing.T) {
+	dir := t.TempDir()
+	data := []byte("data")
+	tests := []struct {
+		name string
+		path string
+		want error
+	}{
+		{name: "missing directory", path: filepath.Join(dir, "missing", "f"), want: fs.ErrNotExist},
+		{name: "path is a directory", path: dir},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := dirNames(t, dir)
+			err := Put(tc.path, bytes.NewReader(data), int64(len(data)), hexSum(data), 0o644, -1, -1)
+			require.Error(t, err)
+			require.NotErrorIs(t, err, ErrBadInput)
+			if tc.want != nil {
+				require.ErrorIs(t, err, tc.want)
+			}
+			require.Equal(t, before, dirNames(t, dir), "temp file removed")
+		})
+	}
+}
