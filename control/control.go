@@ -41,6 +41,13 @@ const (
 	OpJobEnv   = "job.env"   // returns the job's environment in Env
 	OpStatus   = "status"    // returns the status document in Status
 	OpProbe    = "probe"     // Probe is "live" or "ready"; OK tells the result
+
+	OpJobStage  = "job.stage"   // starts Argv as stage Stage (cwd Dir); Data holds the stage
+	OpJobStatus = "job.status"  // Data holds the job (or Stage's) status
+	OpJobWait   = "job.wait"    // waits up to Duration for Stage to end; Data holds it
+	OpJobCancel = "job.cancel"  // kills the job's processes (SIGKILL after Duration)
+	OpJobRenew  = "job.renew"   // heartbeat for the lease of Job
+	OpStall     = "debug.stall" // test hook: stall PID 1's main loop for Duration
 )
 
 // MaxRequestBytes bounds one request line (the 1 MiB job spec plus
@@ -58,9 +65,15 @@ const RequestTimeout = 10 * time.Second
 // Request is one client request.
 type Request struct {
 	Op    string          `json:"op"`
-	Job   string          `json:"job,omitempty"`
+	Job   string          `json:"job,omitempty"` // renews that job's lease when it holds it
 	Spec  json.RawMessage `json:"spec,omitempty"`
 	Probe string          `json:"probe,omitempty"`
+	Stage string          `json:"stage,omitempty"`
+	Argv  []string        `json:"argv,omitempty"`
+	Dir   string          `json:"dir,omitempty"`
+	// Duration is a Go duration: the wait timeout, the cancel grace or
+	// the stall.
+	Duration string `json:"duration,omitempty"`
 }
 
 // Response is PID 1's answer. Code is the exit code the client should use.
@@ -73,6 +86,12 @@ type Response struct {
 	Replay bool            `json:"replay,omitempty"`
 	Env    []string        `json:"env,omitempty"`
 	Status json.RawMessage `json:"status,omitempty"`
+	// Data is an operation's JSON document (a stage, a job status).
+	Data json.RawMessage `json:"data,omitempty"`
+	// LogPath is the job's output log.
+	LogPath string `json:"log_path,omitempty"`
+	// User is the job user ("UID:GID") that job commands run as, if any.
+	User string `json:"user,omitempty"`
 }
 
 // Peer identifies the process on the other end of a connection, from

@@ -55,6 +55,7 @@ func startWarmpod(t *testing.T, o wpOpts) *Warmpod {
 		"--idle-timeout", o.IdleTimeout,
 		"--stdio", "pipe",
 		"--log-level", "debug",
+		"--max-jobs", "0", // tests reuse one container for several jobs; a test's Flags may override
 	}
 	args = append(args, o.Flags...)
 	args = append(args, "--")

@@ -67,6 +67,8 @@ type Config struct {
 	// input it was given after it sees end of input, before it is signalled.
 	// Default 1s.
 	SwapTimeout time.Duration
+	// Credential, when set, runs every shell as that user (the job user).
+	Credential *syscall.Credential
 	// Reaper starts every child. Required.
 	Reaper *Reaper
 	// Log receives lifecycle messages; never the shell's output.
@@ -341,6 +343,20 @@ func (p *Proxy) DiscardInput() int {
 	return p.pump.discard()
 }
 
+// SetDiscardInput switches between dropping stdin bytes (true: nothing
+// reaches the shell, the bytes are counted) and delivering them. It
+// returns how many bytes were dropped since the last call.
+func (p *Proxy) SetDiscardInput(discard bool) uint64 {
+	if p.pump == nil {
+		return 0
+	}
+	p.pump.discarding.Store(discard)
+	if discard {
+		p.pump.discard()
+	}
+	return p.pump.dropped.Swap(0)
+}
+
 // Shells returns how many shells have been started.
 func (p *Proxy) Shells() uint64 { return p.shells.Load() }
 
@@ -363,12 +379,12 @@ func (p *Proxy) spawnLocked() error {
 	if stopped {
 		return errors.New("shellproxy: stopped")
 	}
-	argv0, err := lookPath(p.cfg.Command[0], env)
+	argv0, err := LookPath(p.cfg.Command[0], env)
 	if err != nil {
 		return err
 	}
 	sh := &shell{done: make(chan struct{}), started: time.Now()}
-	attr := &syscall.ProcAttr{Dir: "/", Env: env, Sys: &syscall.SysProcAttr{}}
+	attr := &syscall.ProcAttr{Dir: "/", Env: env, Sys: &syscall.SysProcAttr{Credential: p.cfg.Credential}}
 	var childEnds []*os.File
 	switch p.mode {
 	case ModeInherit:
@@ -659,7 +675,10 @@ func openPTY() (master, slave *os.File, err error) {
 	return os.NewFile(uintptr(fd), "/dev/ptmx"), s, nil
 }
 
-func lookPath(name string, env []string) (string, error) {
+// LookPath finds name like a shell would, in the PATH of env (a default
+// PATH when env has none); a name with a slash is used as is. The error
+// wraps exec.ErrNotFound (exit status 127).
+func LookPath(name string, env []string) (string, error) {
 	if len(name) > 0 && (name[0] == '/' || name[0] == '.') {
 		return name, nil
 	}

@@ -203,10 +203,10 @@ func TestParseMode(t *testing.T) {
 }
 
 func TestLookPath(t *testing.T) {
-	got, err := lookPath("sh", []string{"PATH=/nonexistent:/bin"})
+	got, err := LookPath("sh", []string{"PATH=/nonexistent:/bin"})
 	require.NoError(t, err)
 	require.Equal(t, "/bin/sh", got)
-	_, err = lookPath("no-such-command-xyz", []string{"PATH=/bin"})
+	_, err = LookPath("no-such-command-xyz", []string{"PATH=/bin"})
 	require.Equal(t, 127, ExecErrorCode(err))
 	require.True(t, bytes.HasPrefix([]byte("/x"), []byte("/")))
 }

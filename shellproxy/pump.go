@@ -29,9 +29,10 @@ type pump struct {
 	// target so the shell sees end of input (plain-init mode).
 	closeOnEOF bool
 
-	lastInput atomic.Int64 // unix nanoseconds of the last byte read
-	bytesIn   atomic.Uint64
-	dropped   atomic.Uint64 // bytes discarded because no shell would take them
+	lastInput  atomic.Int64 // unix nanoseconds of the last byte read
+	bytesIn    atomic.Uint64
+	dropped    atomic.Uint64 // bytes discarded because no shell would take them
+	discarding atomic.Bool   // drop input instead of queueing it
 }
 
 func newPump(closeOnEOF bool) *pump {
@@ -46,7 +47,9 @@ func (p *pump) readFrom(src io.Reader) {
 	for {
 		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
-		if n > 0 {
+		if n > 0 && p.discarding.Load() {
+			p.dropped.Add(uint64(n))
+		} else if n > 0 {
 			p.lastInput.Store(time.Now().UnixNano())
 			p.bytesIn.Add(uint64(n))
 			p.mu.Lock()

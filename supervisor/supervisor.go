@@ -11,16 +11,15 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/idle"
 	"github.com/warmpod/warmpod/shellproxy"
-	"github.com/warmpod/warmpod/tokens"
 	"golang.org/x/sys/unix"
 )
 
@@ -48,6 +47,20 @@ type Config struct {
 	// ExitWithCommand makes warmpod a plain init: no respawn, exit with
 	// the command's status.
 	ExitWithCommand bool
+	// LogsDir holds one 0700-protected output log per job (default
+	// /run/warmpod/logs).
+	LogsDir string
+	// MaxJobs: after this many jobs the pod drains (0 = unlimited).
+	MaxJobs int
+	// ConfigHash, when set, must equal a job spec's config_hash.
+	ConfigHash string
+	// JobUser, when set, runs shells and stages as this user.
+	JobUser *syscall.Credential
+	// IgnoreIdleStdin drops stdin bytes while no job holds the lease
+	// (counted and logged) instead of giving them to the idle shell.
+	IgnoreIdleStdin bool
+	// TestHooks enables test-only control operations (debug.stall).
+	TestHooks bool
 	// ProcRoot is where /proc is mounted (default "/proc").
 	ProcRoot string
 	// Version is reported by status.
@@ -69,9 +82,10 @@ type Supervisor struct {
 	opMu    sync.Mutex // serialises job start/end, expiry and drain
 	mu      sync.Mutex // guards machine and job; held only briefly
 	machine *idle.Machine
-	job     *tokens.Spec
-	jobDir  string
+	job     *job   // the job holding the lease, nil when none
+	scope   string // trust domain pinned by the first job (reuse with max-jobs != 1)
 	baseEnv []string
+	stall   chan time.Duration // test hook: stall the main loop
 
 	snap      atomic.Pointer[snapshot]
 	heartbeat atomic.Int64 // unix ns of the main loop's last turn
@@ -102,6 +116,9 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.JobsDir == "" {
 		cfg.JobsDir = "/run/warmpod/jobs"
 	}
+	if cfg.LogsDir == "" {
+		cfg.LogsDir = "/run/warmpod/logs"
+	}
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()
 	}
@@ -116,17 +133,19 @@ func New(cfg Config) (*Supervisor, error) {
 		wake:     make(chan struct{}, 1),
 		draining: make(chan struct{}),
 		baseEnv:  os.Environ(),
+		stall:    make(chan time.Duration, 1),
 	}
 	now := time.Now()
-	s.machine = idle.New(idle.Config{IdleTimeout: cfg.IdleTimeout, MaxJobs: 0}, now)
+	s.machine = idle.New(idle.Config{IdleTimeout: cfg.IdleTimeout, MaxJobs: cfg.MaxJobs}, now)
 	s.heartbeat.Store(now.UnixNano())
 	proxy, err := shellproxy.New(shellproxy.Config{
 		Command: cfg.Command,
 		Mode:    cfg.Stdio,
 		Stdin:   cfg.Stdin, Stdout: cfg.Stdout, Stderr: cfg.Stderr,
-		Respawn: !cfg.ExitWithCommand,
-		Reaper:  s.reaper,
-		Log:     cfg.Log.Named("shell"),
+		Respawn:    !cfg.ExitWithCommand,
+		Credential: cfg.JobUser,
+		Reaper:     s.reaper,
+		Log:        cfg.Log.Named("shell"),
 	})
 	if err != nil {
 		return nil, err
@@ -158,6 +177,7 @@ func (s *Supervisor) Run(ctx context.Context) int {
 	signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD, unix.SIGTERM, unix.SIGPIPE, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP}, forwarded...)...)
 	defer signal.Stop(sigs)
 
+	s.proxy.SetDiscardInput(s.cfg.IgnoreIdleStdin)
 	if err := s.proxy.Start(s.baseEnv); err != nil {
 		if s.cfg.ExitWithCommand {
 			// Exactly one line on stderr, as a shell would print it.
@@ -188,6 +208,9 @@ func (s *Supervisor) Run(ctx context.Context) int {
 			s.scanActivity(&lastInput)
 		case <-timer.C:
 		case <-s.wake:
+		case d := <-s.stall:
+			s.log.Warn("test hook: stalling the main loop", "for", d)
+			time.Sleep(d)
 		case ex := <-s.proxy.Exited():
 			s.log.Info("command exited", "code", ex.Code())
 			s.exitCode.Store(int32(ex.Code()))
@@ -319,23 +342,6 @@ func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
 	return code
 }
 
-// wipeJob zeroes the job's secrets and removes its files (caller holds
-// opMu).
-func (s *Supervisor) wipeJob() {
-	s.mu.Lock()
-	job, dir := s.job, s.jobDir
-	s.job, s.jobDir = nil, ""
-	s.mu.Unlock()
-	if job != nil {
-		job.Wipe()
-	}
-	if dir != "" {
-		if err := tokens.RemoveFiles(dir); err != nil {
-			s.log.Error("cannot remove job directory", "dir", dir, "error", err)
-		}
-	}
-}
-
 // publish stores a lock-free snapshot for probes and status.
 func (s *Supervisor) publish(now time.Time) {
 	s.mu.Lock()
@@ -355,148 +361,6 @@ func (s *Supervisor) kick() {
 	default:
 	}
 }
-
-// StartJob claims the lease for the spec in raw and gives the job a fresh
-// shell holding its token and variables. It returns the control response:
-// 65 for a bad spec (naming the field), 75 when another job holds the
-// lease, 69 when draining; PID 1's state is unchanged by any refusal.
-func (s *Supervisor) StartJob(raw []byte) control.Response {
-	spec, err := tokens.ParseSpec(raw)
-	if err != nil {
-		return control.Response{Code: control.ExitDataErr, Error: err.Error()}
-	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	now := time.Now()
-	s.mu.Lock()
-	// lease_ttl is validated but not enforced: nothing renews a lease yet,
-	// so enforcing it would end every heartbeat job after one TTL.
-	replay, err := s.machine.Claim(spec.ID, spec.Nonce, spec.Timeout, 0, now)
-	s.mu.Unlock()
-	if replay {
-		spec.Wipe()
-		return control.Response{OK: true, Job: spec.ID, State: idle.Busy.String(), Replay: true}
-	}
-	if err != nil {
-		spec.Wipe()
-		s.publish(now)
-		return claimError(err)
-	}
-	dir := filepath.Join(s.cfg.JobsDir, spec.ID)
-	if err := s.prepareJob(spec, dir); err != nil {
-		s.log.Error("job start failed; lease released", "job", spec.ID, "error", err)
-		spec.Wipe()
-		_ = tokens.RemoveFiles(dir)
-		s.mu.Lock()
-		_ = s.machine.Abort(spec.ID, time.Now())
-		s.mu.Unlock()
-		_ = s.proxy.Replace(s.baseEnv, s.cfg.Grace)
-		s.publish(time.Now())
-		return control.Response{Code: control.ExitSoftware, Error: "job start failed: " + err.Error()}
-	}
-	s.publish(time.Now())
-	s.kick()
-	s.log.Info("job started", "job", spec.ID, "variables", len(spec.Variables), "timeout", spec.Timeout)
-	return control.Response{OK: true, Job: spec.ID, State: idle.Busy.String()}
-}
-
-func (s *Supervisor) prepareJob(spec *tokens.Spec, dir string) error {
-	hasFiles := false
-	for _, v := range spec.Variables {
-		hasFiles = hasFiles || v.File
-	}
-	if hasFiles {
-		if err := os.MkdirAll(s.cfg.JobsDir, 0o700); err != nil {
-			return err
-		}
-		if err := spec.WriteFiles(dir); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	s.job, s.jobDir = spec, ""
-	if hasFiles {
-		s.jobDir = dir
-	}
-	s.mu.Unlock()
-	env := append(append([]string(nil), s.baseEnv...), spec.Env(s.cfg.TokenEnv, dir)...)
-	if err := s.proxy.Replace(env, s.cfg.Grace); err != nil {
-		s.mu.Lock()
-		s.job, s.jobDir = nil, ""
-		s.mu.Unlock()
-		return err
-	}
-	return nil
-}
-
-func claimError(err error) control.Response {
-	switch {
-	case errors.Is(err, idle.ErrDraining):
-		return control.Response{Code: control.ExitUnavailable, Error: err.Error(), State: idle.Draining.String()}
-	default:
-		return control.Response{Code: control.ExitTempFail, Error: err.Error(), State: idle.Busy.String()}
-	}
-}
-
-// EndJob ends the current job for the client whose PID is peer: every
-// container process except PID 1, warmpod's own clients and the caller's
-// ancestry gets SIGTERM, then SIGKILL after the grace; the secrets are
-// zeroed, the job directory removed, and a fresh idle shell started.
-// Exit 69 when no job holds the lease.
-func (s *Supervisor) EndJob(jobID string, peer int) control.Response {
-	return s.endJob(jobID, "job end", peer)
-}
-
-func (s *Supervisor) endJob(jobID, reason string, peer int) control.Response {
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	s.mu.Lock()
-	lease, ok := s.machine.Lease()
-	s.mu.Unlock()
-	if !ok {
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
-	}
-	if jobID != "" && jobID != lease.JobID {
-		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
-	}
-	// No job shell may be respawned with the job's environment from here on.
-	s.proxy.Freeze(s.baseEnv)
-	var keep map[int]bool
-	if peer > 1 {
-		if procs, err := s.procs.container(); err == nil {
-			keep = ancestors(procs, peer)
-		}
-	}
-	n := s.procs.terminate(func(p idle.Proc) bool {
-		return keep[p.PID] || s.procs.isClient(p.PID)
-	}, s.cfg.Grace)
-	s.wipeJob()
-	if err := s.proxy.Replace(s.baseEnv, s.cfg.Grace); err != nil {
-		s.log.Error("cannot start the idle shell", "error", err)
-	}
-	now := time.Now()
-	s.mu.Lock()
-	_ = s.machine.Release(lease.JobID, now)
-	s.mu.Unlock()
-	s.publish(now)
-	s.kick()
-	s.log.Info("job ended", "job", lease.JobID, "reason", reason, "terminated", n, "duration", now.Sub(lease.Since).Round(time.Millisecond))
-	return control.Response{OK: true, Job: lease.JobID, State: s.State()}
-}
-
-// JobEnv returns the current job's environment ("KEY=VALUE": its
-// variables and token); 69 when no job holds the lease.
-func (s *Supervisor) JobEnv() control.Response {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lease, ok := s.machine.Lease()
-	if !ok || s.job == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
-	}
-	return control.Response{OK: true, Job: lease.JobID, State: idle.Busy.String(), Env: s.job.Env(s.cfg.TokenEnv, s.jobDirFor(lease.JobID))}
-}
-
-func (s *Supervisor) jobDirFor(id string) string { return filepath.Join(s.cfg.JobsDir, id) }
 
 // State returns "idle", "busy" or "draining".
 func (s *Supervisor) State() string { return s.snap.Load().status.State }
@@ -557,6 +421,10 @@ func (s *Supervisor) StatusJSON() []byte {
 
 // Handle serves one control request.
 func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.Request) control.Response {
+	if req.Job != "" && req.Op != control.OpJobRenew {
+		// Any job call carrying the job's id is a heartbeat for its lease.
+		_ = s.Renew(req.Job)
+	}
 	switch req.Op {
 	case control.OpJobStart:
 		return s.StartJob(req.Spec)
@@ -564,6 +432,44 @@ func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.R
 		return s.EndJob(req.Job, peer.PID)
 	case control.OpJobEnv:
 		return s.JobEnv()
+	case control.OpJobStage:
+		return s.StartStage(req.Stage, req.Argv, req.Dir)
+	case control.OpJobStatus:
+		return s.JobStatus(req.Stage)
+	case control.OpJobWait:
+		d, err := parseDuration(req.Duration, time.Hour)
+		if err != nil {
+			return control.Response{Code: control.ExitUsage, Error: err.Error()}
+		}
+		return s.WaitStage(req.Stage, d)
+	case control.OpJobCancel:
+		d, err := parseDuration(req.Duration, s.cfg.Grace)
+		if err != nil {
+			return control.Response{Code: control.ExitUsage, Error: err.Error()}
+		}
+		return s.CancelJob(req.Job, peer.PID, d)
+	case control.OpJobRenew:
+		if err := s.Renew(req.Job); err != nil {
+			code := control.ExitUnavailable
+			if errors.Is(err, idle.ErrWrongJob) {
+				code = control.ExitTempFail
+			}
+			return control.Response{Code: code, Error: err.Error()}
+		}
+		return control.Response{OK: true, Job: req.Job, State: s.State()}
+	case control.OpStall:
+		if !s.cfg.TestHooks {
+			return control.Response{Code: control.ExitUsage, Error: "test hooks are off (WARMPOD_TEST_HOOKS=1)"}
+		}
+		d, err := parseDuration(req.Duration, time.Minute)
+		if err != nil {
+			return control.Response{Code: control.ExitUsage, Error: err.Error()}
+		}
+		select {
+		case s.stall <- d:
+		default:
+		}
+		return control.Response{OK: true}
 	case control.OpStatus:
 		return control.Response{OK: true, State: s.State(), Status: s.StatusJSON()}
 	case control.OpProbe:
@@ -582,4 +488,16 @@ func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.R
 		return control.Response{OK: true, State: s.State()}
 	}
 	return control.Response{Code: control.ExitUsage, Error: fmt.Sprintf("unknown operation %q", req.Op)}
+}
+
+// parseDuration parses a Go duration, def when empty. Errors name the value.
+func parseDuration(v string, def time.Duration) (time.Duration, error) {
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("duration %q: want a Go duration such as 30s", v)
+	}
+	return d, nil
 }

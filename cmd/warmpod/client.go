@@ -11,11 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/joblog"
 	"github.com/warmpod/warmpod/shellproxy"
 	"github.com/warmpod/warmpod/tokens"
 	"golang.org/x/sys/unix"
@@ -29,6 +31,15 @@ func clientFlags(name string) (*flag.FlagSet, *string) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	sock := fs.String("control-socket", defaultSocket, "PID 1's control socket (env WARMPOD_CONTROL_SOCKET)")
 	return fs, sock
+}
+
+// jobFlags adds --job: the job the call is for; it renews that job's lease
+// (the heartbeat of a spec with lease_ttl) and is refused when another job
+// holds the lease.
+func jobFlags(name string) (*flag.FlagSet, *string, *string) {
+	fs, sock := clientFlags(name)
+	job := fs.String("job", "", "job id: the call renews that job's lease")
+	return fs, sock, job
 }
 
 func parseClient(fs *flag.FlagSet, args []string) bool {
@@ -87,7 +98,7 @@ func result(resp *control.Response) int {
 
 func jobCmd(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: warmpod job start|run|env|end")
+		fmt.Fprintln(os.Stderr, "usage: warmpod job start|run|env|end|put|logs|status|wait|cancel")
 		return control.ExitUsage
 	}
 	switch args[0] {
@@ -99,6 +110,16 @@ func jobCmd(args []string) int {
 		return jobEnv(args[1:])
 	case "end":
 		return jobEnd(args[1:])
+	case "put":
+		return jobPut(args[1:])
+	case "logs":
+		return jobLogs(args[1:])
+	case "status":
+		return jobStatus(args[1:])
+	case "wait":
+		return jobWait(args[1:])
+	case "cancel":
+		return jobCancel(args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "warmpod: unknown job command %q\n", args[0])
 	return control.ExitUsage
@@ -182,11 +203,11 @@ func jobEnd(args []string) int {
 }
 
 func jobEnv(args []string) int {
-	fs, sock := clientFlags("job env")
+	fs, sock, job := jobFlags("job env")
 	if !parseClient(fs, args) {
 		return control.ExitUsage
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnv})
+	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnv, Job: *job})
 	if resp == nil {
 		return code
 	}
@@ -201,16 +222,30 @@ func jobEnv(args []string) int {
 }
 
 func jobRun(args []string) int {
-	fs, sock := clientFlags("job run")
+	fs, sock, job := jobFlags("job run")
+	detach := fs.Bool("detach", false, "run as a stage of PID 1 and return at once (needs --stage)")
+	stageName := fs.String("stage", "", "stage name (with --detach): its output goes to the job log between marker lines")
 	if !parseClient(fs, args) {
 		return control.ExitUsage
 	}
 	argv := fs.Args()
-	if len(argv) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: warmpod job run -- command args...")
+	if len(argv) == 0 || *detach != (*stageName != "") {
+		fmt.Fprintln(os.Stderr, "usage: warmpod job run [--job ID] [--detach --stage NAME] -- command args...")
 		return control.ExitUsage
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnv})
+	if *detach {
+		dir, _ := os.Getwd()
+		resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobStage, Job: *job, Stage: *stageName, Argv: argv, Dir: dir})
+		if resp == nil {
+			return code
+		}
+		if !resp.OK {
+			return result(resp)
+		}
+		fmt.Println(string(resp.Data))
+		return 0
+	}
+	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnv, Job: *job})
 	if resp == nil {
 		return code
 	}
@@ -225,6 +260,14 @@ func jobRun(args []string) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if resp.User != "" {
+		cred, err := parseUser(resp.User)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "warmpod: job user:", err)
+			return control.ExitSoftware
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
 	sigs := make(chan os.Signal, 16)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2, unix.SIGWINCH)
 	defer signal.Stop(sigs)
@@ -250,6 +293,175 @@ func jobRun(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// jobPut writes stdin to PATH atomically (temp file, fsync, digest check,
+// chmod, rename): short input or a digest mismatch exits 65 and leaves
+// nothing behind.
+func jobPut(args []string) int {
+	fs, sock, job := jobFlags("job put")
+	size := fs.Int64("size", -1, "exact number of bytes on stdin (required)")
+	sum := fs.String("sha256", "", "hex SHA-256 of the content (required)")
+	mode := fs.String("mode", "0644", "file mode (octal)")
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		args = append(args[1:], args[0]) // PATH first, flags after
+	}
+	if !parseClient(fs, args) || fs.NArg() != 1 || *size < 0 || *sum == "" {
+		fmt.Fprintln(os.Stderr, "usage: warmpod job put PATH --size N --sha256 HEX [--mode 0644]")
+		return control.ExitUsage
+	}
+	m, err := strconv.ParseUint(*mode, 8, 32)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod: --mode:", err)
+		return control.ExitUsage
+	}
+	uid, gid := -1, -1
+	if resp, _ := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnv, Job: *job}); resp != nil && resp.User != "" {
+		if cred, err := parseUser(resp.User); err == nil {
+			uid, gid = int(cred.Uid), int(cred.Gid)
+		}
+		for i := range resp.Env {
+			resp.Env[i] = ""
+		}
+	}
+	if err := joblog.Put(fs.Arg(0), os.Stdin, *size, *sum, os.FileMode(m), uid, gid); err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod: job put:", err)
+		if errors.Is(err, joblog.ErrBadInput) {
+			return control.ExitDataErr
+		}
+		return control.ExitSoftware
+	}
+	return 0
+}
+
+// jobLogs prints the job log from --offset as "<offset> <line>" records,
+// like gitlab-runner-helper read-logs; exit 100 when the log disappears.
+func jobLogs(args []string) int {
+	fs, sock, job := jobFlags("job logs")
+	offset := fs.Int64("offset", 0, "byte offset to resume from")
+	follow := fs.Bool("follow", false, "keep reading as the log grows (renews the lease)")
+	waitFile := fs.Duration("wait-file-timeout", time.Minute, "how long to wait for the log to exist")
+	path := fs.String("path", "", "log file (default: the current job's)")
+	if !parseClient(fs, args) || *offset < 0 {
+		return control.ExitUsage
+	}
+	id := *job
+	if *path == "" {
+		resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobStatus, Job: *job})
+		if resp == nil {
+			return code
+		}
+		if !resp.OK {
+			fmt.Fprintln(os.Stderr, "warmpod:", resp.Error)
+			return resp.Code
+		}
+		*path, id = resp.LogPath, resp.Job
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	defer stop()
+	var lastRenew time.Time
+	renew := func() {
+		if id == "" || time.Since(lastRenew) < time.Second {
+			return
+		}
+		lastRenew = time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, _ = control.Call(rctx, *sock, &control.Request{Op: control.OpJobRenew, Job: id})
+	}
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	err := joblog.Read(ctx, *path, flushWriter{out}, joblog.ReadOptions{Offset: *offset, Follow: *follow, WaitFile: *waitFile, OnPoll: renew})
+	_ = out.Flush()
+	switch {
+	case errors.Is(err, joblog.ErrGone), errors.Is(err, joblog.ErrNotFound):
+		fmt.Fprintln(os.Stderr, "warmpod: job logs:", err)
+		return control.ExitLogGone
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "warmpod: job logs:", err)
+		return 1
+	}
+	return 0
+}
+
+// flushWriter flushes after every record so a follower sees lines at once.
+type flushWriter struct{ w *bufio.Writer }
+
+func (f flushWriter) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if err == nil && f.w.Buffered() > 0 && p[len(p)-1] == '\n' {
+		err = f.w.Flush()
+	}
+	return n, err
+}
+
+func jobStatus(args []string) int {
+	fs, sock, job := jobFlags("job status")
+	stage := fs.String("stage", "", "only this stage")
+	if !parseClient(fs, args) {
+		return control.ExitUsage
+	}
+	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobStatus, Job: *job, Stage: *stage})
+	if resp == nil {
+		return code
+	}
+	if !resp.OK {
+		return result(resp)
+	}
+	fmt.Println(string(resp.Data))
+	return 0
+}
+
+// jobWait waits for a stage to end: exit 0 when it has (its outcome is in
+// the JSON printed), 75 when it still runs after --timeout.
+func jobWait(args []string) int {
+	fs, sock, job := jobFlags("job wait")
+	stage := fs.String("stage", "", "stage to wait for (required)")
+	timeout := fs.Duration("timeout", time.Hour, "give up after this long (exit 75)")
+	if !parseClient(fs, args) || *stage == "" {
+		fmt.Fprintln(os.Stderr, "usage: warmpod job wait --stage NAME [--timeout D]")
+		return control.ExitUsage
+	}
+	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobWait, Job: *job, Stage: *stage, Duration: timeout.String()})
+	if resp == nil {
+		return code
+	}
+	if len(resp.Data) > 0 {
+		fmt.Println(string(resp.Data))
+	}
+	if !resp.OK {
+		fmt.Fprintln(os.Stderr, "warmpod:", resp.Error)
+	}
+	return resp.Code
+}
+
+func jobCancel(args []string) int {
+	fs, sock, job := jobFlags("job cancel")
+	grace := fs.Duration("grace", 0, "SIGTERM → SIGKILL delay (default: PID 1's --grace)")
+	if !parseClient(fs, args) {
+		return control.ExitUsage
+	}
+	d := ""
+	if *grace > 0 {
+		d = grace.String()
+	}
+	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobCancel, Job: *job, Duration: d})
+	if resp == nil {
+		return code
+	}
+	return result(resp)
+}
+
+func debugCmd(args []string) int {
+	fs, sock := clientFlags("debug")
+	if !parseClient(fs, args) || fs.NArg() != 2 || fs.Arg(0) != "stall" {
+		fmt.Fprintln(os.Stderr, "usage: warmpod debug stall DURATION   (test hook; PID 1 needs WARMPOD_TEST_HOOKS=1)")
+		return control.ExitUsage
+	}
+	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpStall, Duration: fs.Arg(1)})
+	if resp == nil {
+		return code
+	}
+	return result(resp)
 }
 
 // mergeEnv overlays the job's "KEY=VALUE" entries on base.

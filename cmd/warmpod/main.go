@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -41,6 +42,8 @@ func run(args []string) int {
 			return probeCmd(args[1:])
 		case "status":
 			return statusCmd(args[1:])
+		case "debug":
+			return debugCmd(args[1:])
 		case "version", "--version":
 			fmt.Println("warmpod", version)
 			return 0
@@ -75,6 +78,8 @@ type pid1Flags struct {
 	tokenEnv, jobsDir               string
 	logLevel, logFormat, logFile    string
 	exitWithCommand                 bool
+	maxJobs                         int
+	configHash, jobUser, idleStdin  string
 }
 
 func pid1(args []string) int {
@@ -92,6 +97,10 @@ func pid1(args []string) int {
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of stderr")
 	fs.BoolVar(&f.exitWithCommand, "exit-with-command", false, "plain init: no respawn, exit with the command's status")
+	fs.IntVar(&f.maxJobs, "max-jobs", 1, "drain after this many jobs (1: single-use pre-warmed pod; 0 = unlimited, pinned to the first job's scope)")
+	fs.StringVar(&f.configHash, "config-hash", "", "refuse jobs whose config_hash differs (set from a pod annotation through the downward API)")
+	fs.StringVar(&f.jobUser, "job-user", "", "run shells and stages as UID[:GID] (PID 1 stays root)")
+	fs.StringVar(&f.idleStdin, "stdin-when-idle", "forward", "stdin while no job holds the lease: forward (to the idle shell) or ignore (drop, count)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]\n       warmpod job start|run|env|end, probe live|ready, status, version\n\nflags (each also as WARMPOD_<NAME>):\n")
 		fs.PrintDefaults()
@@ -109,6 +118,19 @@ func pid1(args []string) int {
 	mode, err := shellproxy.ParseMode(f.stdio)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod:", err)
+		return control.ExitUsage
+	}
+	if f.idleStdin != "forward" && f.idleStdin != "ignore" {
+		fmt.Fprintf(os.Stderr, "warmpod: --stdin-when-idle %q: want forward or ignore\n", f.idleStdin)
+		return control.ExitUsage
+	}
+	jobUser, err := parseUser(f.jobUser)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod: --job-user:", err)
+		return control.ExitUsage
+	}
+	if f.maxJobs < 0 {
+		fmt.Fprintln(os.Stderr, "warmpod: --max-jobs must not be negative")
 		return control.ExitUsage
 	}
 	if f.idleTimeout < 0 || f.grace < 0 || f.readyMargin < 0 {
@@ -132,6 +154,9 @@ func pid1(args []string) int {
 		Command: command, Stdio: mode, IdleTimeout: f.idleTimeout, Grace: f.grace,
 		ReadyMargin: margin, TokenEnv: f.tokenEnv, JobsDir: f.jobsDir,
 		ExitWithCommand: f.exitWithCommand, Version: version, Log: log,
+		MaxJobs: f.maxJobs, ConfigHash: f.configHash, JobUser: jobUser,
+		IgnoreIdleStdin: f.idleStdin == "ignore",
+		TestHooks:       os.Getenv("WARMPOD_TEST_HOOKS") == "1",
 	})
 	if err != nil {
 		log.Error("cannot start", "error", err)
@@ -209,4 +234,24 @@ func newLogger(level, format, file string) (hclog.Logger, func(), error) {
 		Name: "warmpod", Level: lvl, Output: out, JSONFormat: format == "json",
 		DisableTime: false, Color: hclog.ColorOff,
 	}), closeFn, nil
+}
+
+// parseUser parses "UID[:GID]" (numeric: the image may have no
+// /etc/passwd); GID defaults to UID. Empty means none.
+func parseUser(v string) (*syscall.Credential, error) {
+	if v == "" {
+		return nil, nil
+	}
+	us, gs, hasG := strings.Cut(v, ":")
+	uid, err := strconv.ParseUint(us, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("%q: want numeric UID[:GID]", v)
+	}
+	gid := uid
+	if hasG {
+		if gid, err = strconv.ParseUint(gs, 10, 32); err != nil {
+			return nil, fmt.Errorf("%q: want numeric UID[:GID]", v)
+		}
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }

@@ -1,0 +1,255 @@
+package supervisor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/shellproxy"
+	"golang.org/x/sys/unix"
+)
+
+// stage is one detached command of a job. PID 1 started it, so PID 1 reaps
+// it and knows its outcome whatever happened to the exec stream that asked
+// for it.
+type stage struct {
+	name    string
+	pid     int
+	started time.Time
+	ended   time.Time
+	running bool
+	code    int
+	signal  string
+	oom     bool
+	done    chan struct{}
+}
+
+// stageView is a stage's JSON status.
+type stageView struct {
+	Stage     string     `json:"stage"`
+	PID       int        `json:"pid,omitempty"`
+	Running   bool       `json:"running"`
+	ExitCode  *int       `json:"exit_code,omitempty"`
+	Signal    string     `json:"signal,omitempty"`
+	OOMKilled bool       `json:"oom_killed"`
+	Started   time.Time  `json:"started"`
+	Ended     *time.Time `json:"ended,omitempty"`
+}
+
+func (st *stage) view() stageView {
+	v := stageView{Stage: st.name, PID: st.pid, Running: st.running, Signal: st.signal, OOMKilled: st.oom, Started: st.started}
+	if !st.running {
+		code, ended := st.code, st.ended
+		v.ExitCode, v.Ended = &code, &ended
+	}
+	return v
+}
+
+// stageName: stage names end up in marker lines and status documents.
+var stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// StartStage runs argv as stage name of the current job, detached: in its
+// own session and process group, with the job's environment, stdin
+// /dev/null, stdout and stderr appended to the job's log between
+// GitLab-compatible marker lines ({"script": "<name>"} before,
+// {"command_exit_code": N, "script": "<name>"} after, as gitlab-runner's
+// attach-mode trap prints them). The stage ends when its leader exits,
+// never on pipe EOF: nothing it starts in the background can hold it open.
+// Errors: 69 no job; 65 bad name, empty argv, or a name already used.
+func (s *Supervisor) StartStage(name string, argv []string, dir string) control.Response {
+	s.mu.Lock()
+	j := s.job
+	s.mu.Unlock()
+	if j == nil {
+		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
+	}
+	if !stageName.MatchString(name) {
+		return control.Response{Code: control.ExitDataErr, Error: fmt.Sprintf("stage name %q: want [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 bytes", name)}
+	}
+	if len(argv) == 0 {
+		return control.Response{Code: control.ExitDataErr, Error: "stage: empty command"}
+	}
+	if dir == "" {
+		dir = "/"
+	}
+	st := &stage{name: name, started: time.Now(), running: true, done: make(chan struct{})}
+	s.mu.Lock()
+	if _, dup := j.stages[name]; dup || j.cancelled {
+		s.mu.Unlock()
+		if j.cancelled {
+			return control.Response{Code: control.ExitUnavailable, Error: "job cancelled"}
+		}
+		return control.Response{Code: control.ExitDataErr, Error: fmt.Sprintf("stage %q already exists in this job", name)}
+	}
+	j.stages[name] = st
+	j.order = append(j.order, name)
+	s.mu.Unlock()
+
+	log, err := os.OpenFile(j.logPath, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		s.finishStage(j, st, 70, "", false, nil)
+		return control.Response{Code: control.ExitSoftware, Error: "job log: " + err.Error()}
+	}
+	defer log.Close()
+	writeMarker(log, map[string]any{"script": name})
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		s.finishStage(j, st, 70, "", false, log)
+		return control.Response{Code: control.ExitSoftware, Error: err.Error()}
+	}
+	defer devnull.Close()
+	argv0, err := shellproxy.LookPath(argv[0], j.env)
+	var pid int
+	var exitCh <-chan shellproxy.Exit
+	oomBefore := oomKills()
+	if err == nil {
+		attr := &syscall.ProcAttr{
+			Dir:   dir,
+			Env:   j.env,
+			Files: []uintptr{devnull.Fd(), log.Fd(), log.Fd()},
+			Sys:   &syscall.SysProcAttr{Setsid: true, Credential: s.cfg.JobUser},
+		}
+		pid, exitCh, err = s.reaper.Start(argv0, argv, attr)
+	}
+	if err != nil {
+		code := shellproxy.ExecErrorCode(err)
+		fmt.Fprintf(log, "warmpod: stage %s: %v\n", name, err)
+		s.finishStage(j, st, code, "", false, log)
+		s.mu.Lock()
+		v := st.view()
+		s.mu.Unlock()
+		b, _ := json.Marshal(v)
+		return control.Response{OK: true, Job: j.spec.ID, Data: b}
+	}
+	s.mu.Lock()
+	st.pid = pid
+	s.mu.Unlock()
+	go func() {
+		ex := <-exitCh
+		sig := ""
+		if ex.Status.Signaled() {
+			sig = unix.SignalName(ex.Status.Signal())
+		}
+		oom := ex.Status.Signaled() && ex.Status.Signal() == unix.SIGKILL && oomKills() > oomBefore
+		f, err := os.OpenFile(j.logPath, os.O_RDWR|os.O_APPEND, 0)
+		if err != nil {
+			f = nil // the job ended and its log is gone
+		}
+		s.finishStage(j, st, ex.Code(), sig, oom, f)
+		if f != nil {
+			_ = f.Close()
+		}
+		s.log.Info("stage ended", "job", j.spec.ID, "stage", name, "code", ex.Code(), "signal", sig, "oom_killed", oom)
+	}()
+	s.log.Info("stage started", "job", j.spec.ID, "stage", name, "pid", pid)
+	b, _ := json.Marshal(struct {
+		Stage string `json:"stage"`
+		PID   int    `json:"pid"`
+	}{name, pid})
+	return control.Response{OK: true, Job: j.spec.ID, Data: b}
+}
+
+// finishStage records a stage's outcome and writes its end marker to log
+// (nil: no marker).
+func (s *Supervisor) finishStage(j *job, st *stage, code int, sig string, oom bool, log *os.File) {
+	if log != nil {
+		writeMarker(log, map[string]any{"command_exit_code": code, "script": st.name})
+	}
+	s.mu.Lock()
+	st.running, st.code, st.signal, st.oom, st.ended = false, code, sig, oom, time.Now()
+	s.mu.Unlock()
+	close(st.done)
+}
+
+// writeMarker appends one JSON line, first ending a partial line so the
+// marker always stands alone (a reader JSON-parses whole lines).
+func writeMarker(f *os.File, v map[string]any) {
+	var buf bytes.Buffer
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			buf.WriteByte('\n')
+		}
+	}
+	b, _ := json.Marshal(v)
+	buf.Write(b)
+	buf.WriteByte('\n')
+	_, _ = f.Write(buf.Bytes())
+}
+
+func (s *Supervisor) stageOf(j *job, name string) *stage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return j.stages[name]
+}
+
+// WaitStage waits up to timeout for stage name to end and returns its
+// status: exit 0 when it has ended, 75 when it still runs at the timeout,
+// 69 when there is no job or no such stage.
+func (s *Supervisor) WaitStage(name string, timeout time.Duration) control.Response {
+	s.mu.Lock()
+	j := s.job
+	s.mu.Unlock()
+	if j == nil {
+		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
+	}
+	st := s.stageOf(j, name)
+	if st == nil {
+		return control.Response{Code: control.ExitUnavailable, Error: fmt.Sprintf("no stage %q", name)}
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	code := 0
+	select {
+	case <-st.done:
+	case <-t.C:
+		code = control.ExitTempFail
+	}
+	resp := control.Response{OK: code == 0, Code: code, Job: j.spec.ID, Data: s.jobStatusJSON(j, name)}
+	if code != 0 {
+		resp.Error = fmt.Sprintf("stage %q still running after %s", name, timeout)
+	}
+	return resp
+}
+
+// waitStages waits up to d for every stage of j to be reaped.
+func (s *Supervisor) waitStages(j *job, d time.Duration) {
+	deadline := time.After(d)
+	s.mu.Lock()
+	var pending []*stage
+	for _, st := range j.stages {
+		pending = append(pending, st)
+	}
+	s.mu.Unlock()
+	for _, st := range pending {
+		select {
+		case <-st.done:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// oomKills reads the cgroup v2 oom_kill counter of the container's cgroup
+// (memory.events, Documentation/admin-guide/cgroup-v2.rst); 0 when it is
+// not available.
+func oomKills() int {
+	b, err := os.ReadFile("/sys/fs/cgroup/memory.events")
+	if err != nil {
+		return 0
+	}
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
+			n, _ := strconv.Atoi(string(bytes.TrimSpace(v)))
+			return n
+		}
+	}
+	return 0
+}
