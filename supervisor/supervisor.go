@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/kube"
 	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
 )
@@ -59,6 +60,17 @@ type Config struct {
 	// IgnoreIdleStdin drops stdin bytes while no job holds the lease
 	// (counted and logged) instead of giving them to the idle shell.
 	IgnoreIdleStdin bool
+	// TerminationLog is where the one-line JSON exit reason goes
+	// (terminationMessagePath, /dev/termination-log in a pod); written only
+	// when the file exists, as the kubelet's bind mount makes it. Empty: off.
+	TerminationLog string
+	// SelfDelete is "auto" (delete the pod after an idle or max-jobs exit
+	// when the downward-API env and a service-account token are present),
+	// "always" (try, and log why it cannot) or "never".
+	SelfDelete string
+	// ServiceAccountDir holds token, ca.crt, namespace (default
+	// /var/run/secrets/kubernetes.io/serviceaccount).
+	ServiceAccountDir string
 	// TestHooks enables test-only control operations (debug.stall).
 	TestHooks bool
 	// ProcRoot is where /proc is mounted (default "/proc").
@@ -329,6 +341,13 @@ func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
 		}
 	}()
 	s.opMu.Lock()
+	jobID := ""
+	s.mu.Lock()
+	if s.job != nil {
+		jobID = s.job.spec.ID
+	}
+	jobsRun := s.machine.Snapshot(time.Now()).JobsRun
+	s.mu.Unlock()
 	s.proxy.Freeze(nil)
 	n := s.procs.terminate(nil, s.cfg.Grace)
 	s.proxy.Stop(time.Second)
@@ -339,7 +358,51 @@ func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
 	s.proxy.Close()
 	code := int(s.exitCode.Load())
 	s.log.Info("exit", "reason", reason, "code", code, "terminated", n)
+	s.writeTermination(kube.TerminationMessage{Reason: reason, ExitCode: code, Job: jobID, JobsRun: jobsRun, Version: s.cfg.Version})
+	if code == 0 && (reason == idle.ReasonIdleTimeout || reason == idle.ReasonMaxJobs) {
+		s.deleteSelf()
+	}
 	return code
+}
+
+// writeTermination writes the exit reason where the kubelet reads it.
+func (s *Supervisor) writeTermination(m kube.TerminationMessage) {
+	path := s.cfg.TerminationLog
+	if path == "" {
+		return
+	}
+	if _, err := os.Stat(path); err != nil {
+		s.log.Debug("no termination log", "path", path, "error", err)
+		return
+	}
+	if err := kube.WriteTerminationMessage(path, m); err != nil {
+		s.log.Warn("cannot write the termination message", "error", err)
+	}
+}
+
+// deleteSelf deletes the pod through the API server (--self-delete), so
+// the garbage collector removes the Secrets and ConfigMaps it owns.
+func (s *Supervisor) deleteSelf() {
+	if s.cfg.SelfDelete == "never" {
+		return
+	}
+	cfg, err := kube.FromEnv(os.Getenv, s.cfg.ServiceAccountDir)
+	if err != nil {
+		if s.cfg.SelfDelete == "always" || !errors.Is(err, kube.ErrNotInCluster) {
+			s.log.Warn("pod not deleted", "error", err)
+		} else {
+			s.log.Debug("not in a cluster: no self-deletion", "error", err)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	res, err := cfg.DeleteSelf(ctx, s.log.Named("kube"))
+	if err != nil {
+		s.log.Warn("self-deletion", "result", string(res), "error", err)
+		return
+	}
+	s.log.Info("self-deletion", "result", string(res), "pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name)
 }
 
 // publish stores a lock-free snapshot for probes and status.

@@ -80,6 +80,7 @@ type pid1Flags struct {
 	exitWithCommand                 bool
 	maxJobs                         int
 	configHash, jobUser, idleStdin  string
+	terminationLog, selfDelete      string
 }
 
 func pid1(args []string) int {
@@ -100,6 +101,8 @@ func pid1(args []string) int {
 	fs.IntVar(&f.maxJobs, "max-jobs", 1, "drain after this many jobs (1: single-use pre-warmed pod; 0 = unlimited, pinned to the first job's scope)")
 	fs.StringVar(&f.configHash, "config-hash", "", "refuse jobs whose config_hash differs (set from a pod annotation through the downward API)")
 	fs.StringVar(&f.jobUser, "job-user", "", "run shells and stages as UID[:GID] (PID 1 stays root)")
+	fs.StringVar(&f.terminationLog, "termination-log", "/dev/termination-log", "file for the one-line JSON exit reason (the pod's terminationMessagePath; written only if it exists)")
+	fs.StringVar(&f.selfDelete, "self-delete", "auto", "delete the pod after an idle or max-jobs exit: auto (when the downward API env and a token are present), always, never")
 	fs.StringVar(&f.idleStdin, "stdin-when-idle", "forward", "stdin while no job holds the lease: forward (to the idle shell) or ignore (drop, count)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]\n       warmpod job start|run|env|end, probe live|ready, status, version\n\nflags (each also as WARMPOD_<NAME>):\n")
@@ -122,6 +125,10 @@ func pid1(args []string) int {
 	}
 	if f.idleStdin != "forward" && f.idleStdin != "ignore" {
 		fmt.Fprintf(os.Stderr, "warmpod: --stdin-when-idle %q: want forward or ignore\n", f.idleStdin)
+		return control.ExitUsage
+	}
+	if f.selfDelete != "auto" && f.selfDelete != "always" && f.selfDelete != "never" {
+		fmt.Fprintf(os.Stderr, "warmpod: --self-delete %q: want auto, always or never\n", f.selfDelete)
 		return control.ExitUsage
 	}
 	jobUser, err := parseUser(f.jobUser)
@@ -156,7 +163,8 @@ func pid1(args []string) int {
 		ExitWithCommand: f.exitWithCommand, Version: version, Log: log,
 		MaxJobs: f.maxJobs, ConfigHash: f.configHash, JobUser: jobUser,
 		IgnoreIdleStdin: f.idleStdin == "ignore",
-		TestHooks:       os.Getenv("WARMPOD_TEST_HOOKS") == "1",
+		TerminationLog:  f.terminationLog, SelfDelete: f.selfDelete,
+		TestHooks: os.Getenv("WARMPOD_TEST_HOOKS") == "1",
 	})
 	if err != nil {
 		log.Error("cannot start", "error", err)
