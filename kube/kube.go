@@ -1,0 +1,136 @@
+// Package kube is warmpod's whole Kubernetes client: the in-cluster
+// configuration (downward-API identity, service-account token and CA), the
+// self-deletion of the pod through the API server, and the termination
+// message the kubelet shows in the container status.
+//
+// It uses net/http only (no client-go). The rules it follows are written down
+// in DESIGN.md §7 and in research/kubernetes-contract.md §3 and §6.3, which
+// cite the Kubernetes sources they come from: client-go's InClusterConfig
+// (rest/config.go) for the host, token and CA; the DeleteOptions API
+// reference for the request; Preconditions.Check (apiserver storage) for the
+// 409 on a UID mismatch.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// DefaultServiceAccountDir is where the kubelet mounts the pod's projected
+// service-account volume (token, ca.crt, namespace); it is the directory
+// client-go's InClusterConfig reads. FromEnv uses it when saDir is empty.
+const DefaultServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// Identity of the pod, from the downward API env POD_NAME, POD_NAMESPACE,
+// POD_UID (fieldRef metadata.name, metadata.namespace, metadata.uid).
+//
+// UID goes into the DELETE's preconditions.uid so that a newer pod that
+// reuses the same name is never deleted by mistake (the API server answers
+// 409 Conflict instead).
+type Identity struct{ Name, Namespace, UID string }
+
+// Config is what DeleteSelf needs to reach the API server as the pod's
+// service account. The zero value is not usable; build it with FromEnv or
+// fill every field but Client and Sleep.
+type Config struct {
+	// Host is the API server's base URL: "https://" +
+	// net.JoinHostPort(KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT), so an
+	// IPv6 host is bracketed (as in client-go's InClusterConfig). No trailing
+	// slash.
+	Host string
+	// TokenFile is the service-account token, by default
+	// DefaultServiceAccountDir + "/token". It is read again before every try,
+	// never cached: the kubelet rotates projected tokens (at 80 % of their
+	// lifetime, 1 h by default) and the token stops working when the pod is
+	// deleted.
+	TokenFile string
+	// CAFile is the PEM bundle the API server's certificate is verified
+	// against, by default DefaultServiceAccountDir + "/ca.crt". Only read when
+	// Client is nil.
+	CAFile string
+	// Pod is the identity of the pod to delete: ours.
+	Pod Identity
+	// Client sends the request. nil: a client is built from CAFile for each
+	// DeleteSelf call, with TLS verified against that CA only, TLS 1.2 at
+	// least, no proxy, and a timeout of 5 s per try (connect + response).
+	Client *http.Client
+	// Sleep waits between tries and returns ctx.Err() if ctx ends first.
+	// nil: a real timer. Tests inject a recorder so they never sleep.
+	Sleep func(context.Context, time.Duration) error
+}
+
+// FromEnv builds a Config the way a pod sees itself: KUBERNETES_SERVICE_HOST
+// and KUBERNETES_SERVICE_PORT (injected by the kubelet into every container)
+// give Host; POD_NAME, POD_NAMESPACE and POD_UID (downward API, set in the pod
+// spec) give Pod; saDir (DefaultServiceAccountDir when empty) holds the token
+// and ca.crt. getenv is os.Getenv in production.
+//
+// When POD_NAMESPACE is unset, the namespace file of saDir is used instead
+// (the kubelet writes the pod's namespace there, as client-go relies on).
+//
+// The error lists every missing piece at once (for example "not configured
+// for self-deletion: POD_NAME unset, POD_UID unset, token file
+// /var/run/secrets/.../token: no such file or directory"), so one log line
+// tells the operator what to add to the pod spec. Missing
+// KUBERNETES_SERVICE_HOST or KUBERNETES_SERVICE_PORT means "not running in a
+// cluster"; the error then wraps ErrNotInCluster. Client and Sleep are left
+// nil (the defaults).
+func FromEnv(getenv func(string) string, saDir string) (Config, error) {
+	if saDir == "" {
+		saDir = DefaultServiceAccountDir
+	}
+	var missing []string
+	get := func(key string) string {
+		v := strings.TrimSpace(getenv(key))
+		if v == "" {
+			missing = append(missing, key+" unset")
+		}
+		return v
+	}
+	host, port := get("KUBERNETES_SERVICE_HOST"), get("KUBERNETES_SERVICE_PORT")
+	notInCluster := host == "" || port == ""
+	c := Config{
+		TokenFile: filepath.Join(saDir, "token"),
+		CAFile:    filepath.Join(saDir, "ca.crt"),
+	}
+	if !notInCluster {
+		c.Host = "https://" + net.JoinHostPort(strings.Trim(host, "[]"), port)
+	}
+	c.Pod.Name = get("POD_NAME")
+	if ns := strings.TrimSpace(getenv("POD_NAMESPACE")); ns != "" {
+		c.Pod.Namespace = ns
+	} else if b, err := os.ReadFile(filepath.Join(saDir, "namespace")); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		c.Pod.Namespace = strings.TrimSpace(string(b))
+	} else {
+		missing = append(missing, "POD_NAMESPACE unset (and no "+filepath.Join(saDir, "namespace")+")")
+	}
+	c.Pod.UID = get("POD_UID")
+	for _, f := range []struct{ what, path string }{{"token file", c.TokenFile}, {"CA file", c.CAFile}} {
+		if st, err := os.Stat(f.path); err != nil {
+			missing = append(missing, fmt.Sprintf("%s %s: %v", f.what, f.path, errors.Unwrap(err)))
+		} else if st.IsDir() {
+			missing = append(missing, fmt.Sprintf("%s %s: is a directory", f.what, f.path))
+		}
+	}
+	if len(missing) == 0 {
+		return c, nil
+	}
+	err := errors.New("not configured for self-deletion: " + strings.Join(missing, ", "))
+	if notInCluster {
+		err = fmt.Errorf("%w: %w", ErrNotInCluster, err)
+	}
+	return c, err
+}
+
+// ErrNotInCluster is wrapped by FromEnv's error when KUBERNETES_SERVICE_HOST
+// or KUBERNETES_SERVICE_PORT is unset: the process does not run in a
+// Kubernetes pod (client-go's rest.ErrNotInCluster has the same meaning), so
+// self-deletion is simply off and there is nothing to warn about.
+var ErrNotInCluster = errors.New("not running in a Kubernetes cluster (KUBERNETES_SERVICE_HOST/PORT unset)")
