@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -156,6 +157,14 @@ func pid1(args []string) int {
 	defer closeLog()
 	harden(log)
 
+	// Bind the probe port first: the kubelet may probe as soon as the
+	// container starts, and a refused connection is a failed probe.
+	var probeLn net.Listener
+	if f.probeAddr != "" {
+		if probeLn, err = net.Listen("tcp", f.probeAddr); err != nil {
+			log.Error("probe listener", "addr", f.probeAddr, "error", err)
+		}
+	}
 	margin := min(f.readyMargin, f.idleTimeout/2)
 	sup, err := supervisor.New(supervisor.Config{
 		Command: command, Stdio: mode, IdleTimeout: f.idleTimeout, Grace: f.grace,
@@ -180,7 +189,7 @@ func pid1(args []string) int {
 		go func() { _ = srv.Serve(ctx) }()
 		defer srv.Close()
 	}
-	if f.probeAddr != "" {
+	if probeLn != nil {
 		live := []probe.Check{{Name: "ping", Fn: func() error { return nil }}, {Name: "supervisor", Fn: sup.Live}, {Name: "reaper", Fn: sup.Reaping}}
 		if srv != nil {
 			live = append(live, probe.Check{Name: "control-socket", Fn: srv.Healthy})
@@ -188,7 +197,7 @@ func pid1(args []string) int {
 		ready := []probe.Check{{Name: "state", Fn: sup.Ready}, {Name: "shell", Fn: sup.ShellUp}}
 		h := probe.NewHandler(live, ready, sup.StatusJSON, log.Named("probe"))
 		go func() {
-			if err := probe.Serve(ctx, f.probeAddr, h, log.Named("probe")); err != nil {
+			if err := probe.ServeListener(ctx, probeLn, h, log.Named("probe")); err != nil {
 				log.Error("probe server stopped", "addr", f.probeAddr, "error", err)
 			}
 		}()
