@@ -8,7 +8,7 @@ PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 .PHONY: help build test unit e2e demo deps vet size clean
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## static, stripped binary with a version stamp → bin/warmpod
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/warmpod
@@ -43,3 +43,39 @@ size: build ## print the binary size and check it is static
 
 clean:
 	rm -rf bin
+
+# ---- Kubernetes: image for, and end-to-end tests against, ../shared/kube-e2e ----
+# CI runs in a fresh clone with a copy of shared/ beside it; override SHARED otherwise.
+SHARED     ?= $(CURDIR)/../shared
+IMAGE      ?= localhost/warmpod:dev
+IMAGE_TAR  := bin/warmpod-image.tar
+IMAGE_ROOT := bin/image-rootfs
+KUBE_STATE ?= /var/lib/kube-e2e/state
+CTR_SOCK   ?= $(KUBE_STATE)/containerd/containerd.sock
+BUSYBOX    ?= /bin/busybox
+
+.PHONY: image-tar e2e-kube
+
+image-tar: build ## OCI image (busybox-static + warmpod) → bin/warmpod-image.tar
+	@test -x $(BUSYBOX) || { echo "image-tar: $(BUSYBOX) missing (apt-get install busybox-static)"; exit 1; }
+	@test -x $(SHARED)/kube-e2e/images/mkimage.sh || { echo "image-tar: $(SHARED)/kube-e2e/images/mkimage.sh not found (set SHARED=path/to/shared)"; exit 1; }
+	rm -rf $(IMAGE_ROOT)
+	mkdir -p $(IMAGE_ROOT)/bin $(IMAGE_ROOT)/usr/local/bin $(IMAGE_ROOT)/etc $(IMAGE_ROOT)/tmp \
+	  $(IMAGE_ROOT)/run/warmpod $(IMAGE_ROOT)/proc $(IMAGE_ROOT)/sys $(IMAGE_ROOT)/dev
+	install -m 0755 $(BUSYBOX) $(IMAGE_ROOT)/bin/busybox
+	for a in $$($(BUSYBOX) --list); do [ "$$a" = busybox ] || ln -sf busybox $(IMAGE_ROOT)/bin/$$a; done
+	install -m 0755 $(BIN) $(IMAGE_ROOT)/usr/local/bin/warmpod
+	printf 'root:x:0:0:root:/:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' > $(IMAGE_ROOT)/etc/passwd
+	printf 'root:x:0:\nnogroup:x:65534:\n' > $(IMAGE_ROOT)/etc/group
+	chmod 1777 $(IMAGE_ROOT)/tmp
+	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT) $(IMAGE) $(IMAGE_TAR) '["/usr/local/bin/warmpod"]'
+	rm -rf $(IMAGE_ROOT)
+
+e2e-kube: image-tar ## Kubernetes end-to-end tests (starts ../shared/kube-e2e when KUBECONFIG is unset)
+	@set -e; \
+	if [ -z "$$KUBECONFIG" ]; then \
+	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
+	fi; \
+	echo "KUBECONFIG=$$KUBECONFIG"; \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
+	WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -tags kube -count=1 -v -timeout 40m ./e2e/kube/

@@ -24,7 +24,7 @@ type TerminationMessage struct {
 	Reason   string    `json:"reason"`        // why PID 1 exits: idle-timeout, max-jobs, sigterm, command-exited, ...
 	ExitCode int       `json:"exit_code"`     // PID 1's exit status (0 idle drain, 143 SIGTERM, ...)
 	Job      string    `json:"job,omitempty"` // job id that was running, never a secret
-	JobsRun  int       `json:"jobs_run"`      // jobs started since PID 1 started
+	JobsRun  int       `json:"jobs_run"`      // jobs ended since PID 1 started (as in `warmpod status`; a job still running is not counted)
 	Version  string    `json:"version"`       // warmpod version
 	Time     time.Time `json:"time"`          // when PID 1 decided to exit; zero: the time of the write (UTC)
 }
