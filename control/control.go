@@ -1,6 +1,6 @@
 // Package control is the local protocol between the `warmpod job|probe|status`
 // clients and PID 1: one JSON request line and one JSON response line per
-// connection over a unix socket (mode 0600 in a 0700 directory). PID 1 only
+// connection over a unix socket (mode 0600; its directory 0711). PID 1 only
 // answers peers of its own uid or root, checked with SO_PEERCRED
 // (unix(7)); nothing that changes state is reachable over TCP.
 package control
@@ -114,11 +114,18 @@ type Server struct {
 	wg sync.WaitGroup
 }
 
-// Listen creates the socket at path: its directory is created with mode
-// 0700 if missing, a stale socket file is removed, and the socket gets mode
-// 0600. Errors are those of mkdir, remove, listen and chmod.
+// Listen creates the socket at path: its directory is created (or set) to
+// mode 0711 — others may traverse it to reach their own job directory
+// below it but not list it — a stale socket file is removed, and the socket
+// gets mode 0600, so only PID 1's uid (and root) can connect (connect(2)
+// needs write permission on the socket file; SO_PEERCRED is checked as
+// well). Errors are those of mkdir, chmod, remove and listen.
 func Listen(path string, h Handler, log hclog.Logger) (*Server, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
 		return nil, err
 	}
 	if st, err := os.Lstat(path); err == nil {

@@ -51,7 +51,7 @@ func TestSocketModes(t *testing.T) {
 	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
 	dst, err := os.Stat(filepath.Dir(path))
 	require.NoError(t, err)
-	require.Equal(t, os.FileMode(0o700), dst.Mode().Perm())
+	require.Equal(t, os.FileMode(0o711), dst.Mode().Perm())
 }
 
 func TestBadRequests(t *testing.T) {

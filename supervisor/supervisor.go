@@ -189,6 +189,9 @@ func (s *Supervisor) Run(ctx context.Context) int {
 	signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD, unix.SIGTERM, unix.SIGPIPE, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP}, forwarded...)...)
 	defer signal.Stop(sigs)
 
+	if !s.cfg.ExitWithCommand {
+		s.prepareDirs()
+	}
 	s.proxy.SetDiscardInput(s.cfg.IgnoreIdleStdin)
 	if err := s.proxy.Start(s.baseEnv); err != nil {
 		if s.cfg.ExitWithCommand {
@@ -349,7 +352,12 @@ func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
 	jobsRun := s.machine.Snapshot(time.Now()).JobsRun
 	s.mu.Unlock()
 	s.proxy.Freeze(nil)
-	n := s.procs.terminate(nil, s.cfg.Grace)
+	// Everything but warmpod's own clients first; a client still reading
+	// its answer (the `job end` that reached --max-jobs) gets time to exit
+	// by itself, then whatever is left gets the same TERM → KILL.
+	n := s.procs.terminate(func(p idle.Proc) bool { return s.procs.isClient(p.PID) }, s.cfg.Grace)
+	s.procs.waitGone(func(p idle.Proc) bool { return !s.procs.isClient(p.PID) }, 2*time.Second)
+	n += s.procs.terminate(nil, time.Second)
 	s.proxy.Stop(time.Second)
 	s.wipeJob()
 	s.opMu.Unlock()
@@ -363,6 +371,27 @@ func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
 		s.deleteSelf()
 	}
 	return code
+}
+
+// prepareDirs creates the jobs directory (0711: a job user may traverse
+// to its own job directory) and the logs directory (0700) before any job
+// code runs, owned by PID 1, whatever a writable emptyDir held before.
+func (s *Supervisor) prepareDirs() {
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{s.cfg.JobsDir, 0o711}, {s.cfg.LogsDir, 0o700}} {
+		err := os.MkdirAll(d.path, d.mode)
+		if err == nil {
+			err = os.Lchown(d.path, os.Geteuid(), os.Getegid())
+		}
+		if err == nil {
+			err = os.Chmod(d.path, d.mode)
+		}
+		if err != nil {
+			s.log.Warn("cannot prepare directory", "path", d.path, "error", err)
+		}
+	}
 }
 
 // writeTermination writes the exit reason where the kubelet reads it.
