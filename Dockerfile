@@ -1,5 +1,6 @@
-# warmpod image: only the static binary. Use it as the ENTRYPOINT of a helper
-# image that has a shell:  COPY --from=<this image> /warmpod /usr/local/bin/warmpod
+# warmpod image: only the static binary, nothing else.
+# Use it as the ENTRYPOINT of a helper image that has a shell:
+#   COPY --from=<this image> /warmpod /usr/local/bin/warmpod
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -8,6 +9,8 @@ COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /warmpod ./cmd/warmpod
 
+# The final stage; Dockerfile.prebuilt is the same stage fed with a binary built outside
+# (CI builds it offline with `make image`, since no base image can be pulled there).
 FROM scratch
 COPY --from=build /warmpod /warmpod
 ENTRYPOINT ["/warmpod"]

@@ -1,11 +1,12 @@
 # warmpod — build, test, demo. `make help` lists the targets.
+SHELL     := /bin/bash
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/warmpod
 PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 
-.PHONY: help build test unit e2e demo deps vet size clean
+.PHONY: help build test unit e2e demo deps vet size image clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -37,6 +38,12 @@ e2e: deps build ## end-to-end tests: warmpod as PID 1 of real runc containers
 
 demo: deps build ## the whole cycle in a runc container: warm, job with a token, end, idle exit
 	./scripts/demo.sh $(CURDIR)/$(BIN)
+
+image: build ## FROM scratch image from the prebuilt binary with buildah (offline), then check it
+	@command -v buildah >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah >/dev/null; }
+	@diff <(sed -n '/^FROM scratch/,$$p' Dockerfile | grep -v '^COPY') <(grep -v '^#' Dockerfile.prebuilt | grep -v '^COPY') >/dev/null || { echo "Dockerfile.prebuilt differs from Dockerfile's final stage"; exit 1; }
+	buildah bud --quiet -f Dockerfile.prebuilt -t localhost/warmpod:$(VERSION) bin/
+	@ctr=$$(buildah from localhost/warmpod:$(VERSION)); mnt=$$(buildah mount $$ctr); 	  ls -l $$mnt; test "$$(ls $$mnt)" = warmpod && $$mnt/warmpod version; 	  buildah inspect --format '{{.OCIv1.Config.Entrypoint}}' localhost/warmpod:$(VERSION) | grep -qx '\[/warmpod\]'; rc=$$?; 	  buildah umount $$ctr >/dev/null; buildah rm $$ctr >/dev/null; exit $$rc
 
 size: build ## print the binary size and check it is static
 	@ls -l $(BIN) | awk '{print $$5, "bytes"}'; file $(BIN) 2>/dev/null || true
