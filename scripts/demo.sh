@@ -32,7 +32,7 @@ import json, sys
 p, idle, port = sys.argv[1], sys.argv[2], sys.argv[3]
 c = json.load(open(p))
 c["process"]["terminal"] = False
-c["process"]["args"] = ["/usr/local/bin/warmpod", "--stdio", "pipe", "--idle-timeout", idle,
+c["process"]["args"] = ["/usr/local/bin/warmpod", "--stdio", "pipe", "--idle-timeout", idle, "--max-jobs", "0",
                         "--probe-addr", "127.0.0.1:" + port]
 c["process"]["env"] = ["PATH=/usr/local/bin:/bin", "HOME=/"]
 c["root"]["readonly"] = False

@@ -26,6 +26,11 @@ const (
 	// MaxValueBytes is the largest decoded variable value, and the largest
 	// decoded token, in bytes (256 KiB).
 	MaxValueBytes = 256 << 10
+	// MaxEnvString is the longest "KEY=VALUE" string (with its NUL) that
+	// execve(2) accepts in an environment (MAX_ARG_STRLEN, 32 pages of
+	// 4 KiB): a non-file variable, and the token with its variable name,
+	// must fit in it.
+	MaxEnvString = 128 << 10
 
 	// MaxKeyBytes is the longest variable key, in bytes.
 	MaxKeyBytes = 256
@@ -177,6 +182,9 @@ func (s *Spec) decode(obj []byte) *SpecError {
 			s.Scope, err = textField(key, val)
 		case "token":
 			err = secretField(key, val, &s.Token)
+			if err == nil && s.Token.Len()+MaxKeyBytes+2 > MaxEnvString {
+				err = &SpecError{Field: "token", Reason: fmt.Sprintf("longer than an environment string may be (%d bytes with its name, MAX_ARG_STRLEN, execve(2))", MaxEnvString)}
+			}
 		case "timeout":
 			if !isNull(val) {
 				hasTimeout = true
@@ -273,6 +281,9 @@ func (s *Spec) decodeVariables(arr []byte) *SpecError {
 		}
 		if j, dup := keys[v.Key]; dup {
 			return &SpecError{Field: field, Reason: "same key as variables[" + strconv.Itoa(j) + "]"}
+		}
+		if !v.File && len(v.Key)+1+v.Value.Len()+1 > MaxEnvString {
+			return &SpecError{Field: prefix + ".value", Reason: fmt.Sprintf("KEY=VALUE longer than one environment string may be (%d bytes, MAX_ARG_STRLEN, execve(2)); use a file variable", MaxEnvString)}
 		}
 		keys[v.Key] = i
 		return nil
