@@ -2,6 +2,8 @@ package shellproxy
 
 import (
 	"errors"
+	"os"
+	"os/signal"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -126,4 +128,26 @@ func (r *Reaper) Pending() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.waiters)
+}
+
+// CatchIgnoredSignals makes every signal that warmpod inherited as ignored
+// (SIG_IGN) caught and dropped instead, so that its children start with the
+// default disposition: at exec(2) a caught signal becomes SIG_DFL, an
+// ignored one stays ignored, and the Go runtime resets only the signals it
+// handles itself. Call it once at start-up, before the first Start. It
+// returns the signals it took over.
+func CatchIgnoredSignals() []os.Signal {
+	var sigs []os.Signal
+	for i := 1; i <= 64; i++ {
+		sig := syscall.Signal(i)
+		if sig == syscall.SIGKILL || sig == syscall.SIGSTOP || !signal.Ignored(sig) {
+			continue
+		}
+		sigs = append(sigs, sig)
+	}
+	if len(sigs) > 0 {
+		// Never read: signal.Notify drops what does not fit.
+		signal.Notify(make(chan os.Signal, 1), sigs...)
+	}
+	return sigs
 }
