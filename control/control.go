@@ -111,8 +111,13 @@ type Server struct {
 	log     hclog.Logger
 	uid     int
 
-	wg sync.WaitGroup
+	wg    sync.WaitGroup
+	slots chan struct{} // at most MaxConcurrent requests in flight
 }
+
+// MaxConcurrent bounds the requests PID 1 serves at once (each may hold a
+// 1 MiB spec); more get exit 75 at once.
+const MaxConcurrent = 64
 
 // Listen creates the socket at path: its directory is created (or set) to
 // mode 0711 — others may traverse it to reach their own job directory
@@ -145,7 +150,7 @@ func Listen(path string, h Handler, log hclog.Logger) (*Server, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	return &Server{path: path, ln: ln, handler: h, log: log, uid: os.Geteuid()}, nil
+	return &Server{path: path, ln: ln, handler: h, log: log, uid: os.Geteuid(), slots: make(chan struct{}, MaxConcurrent)}, nil
 }
 
 // Path returns the socket path.
@@ -168,9 +173,21 @@ func (s *Server) Serve(ctx context.Context) error {
 			time.Sleep(50 * time.Millisecond)
 			continue
 		}
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			// Bounded memory: each request may buffer up to 1 MiB.
+			go func() {
+				_ = c.SetDeadline(time.Now().Add(time.Second))
+				writeResponse(c, Response{Code: ExitTempFail, Error: "too many concurrent requests"})
+				_ = c.Close()
+			}()
+			continue
+		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			defer func() { <-s.slots }()
 			s.serveConn(ctx, c)
 		}()
 	}

@@ -9,6 +9,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrBadInput reports that the input given to [Put] does not match what the
@@ -16,6 +20,49 @@ import (
 // input, a SHA-256 digest that differs, or an invalid size or digest
 // argument. Nothing is left behind when Put fails with it.
 var ErrBadInput = errors.New("joblog: bad input")
+
+// ErrUnsafePath reports a Put destination that could be used to escalate or
+// to break the pod: a symlink anywhere in its directory part (a job user
+// could point a directory of its own at /usr/local/bin and have root write
+// there), a path under /proc, /sys or /dev, or an existing destination that
+// is not a regular file (a socket, a device, a directory). Nothing is
+// written.
+var ErrUnsafePath = errors.New("joblog: unsafe destination")
+
+// openDirNoSymlinks opens path's directory with openat2(2)
+// RESOLVE_NO_SYMLINKS and checks the destination entry: see ErrUnsafePath.
+func openDirNoSymlinks(path string) (int, error) {
+	if !filepath.IsAbs(path) {
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return -1, err
+		}
+		path = abs
+	}
+	path = filepath.Clean(path)
+	for _, bad := range []string{"/proc", "/sys", "/dev"} {
+		if path == bad || strings.HasPrefix(path, bad+"/") {
+			return -1, fmt.Errorf("%w: %s is under %s", ErrUnsafePath, path, bad)
+		}
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, filepath.Dir(path), &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ELOOP) {
+		return -1, fmt.Errorf("%w: a symlink in %s", ErrUnsafePath, filepath.Dir(path))
+	}
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
+	}
+	var st unix.Stat_t
+	err = unix.Fstatat(fd, filepath.Base(path), &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG && st.Mode&unix.S_IFMT != unix.S_IFLNK {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%w: %s exists and is not a regular file", ErrUnsafePath, path)
+	}
+	return fd, nil
+}
 
 // putBuf is the copy buffer size of Put, in bytes.
 const putBuf = 128 << 10
@@ -53,8 +100,18 @@ func Put(path string, r io.Reader, size int64, sha256Hex string, mode os.FileMod
 	if derr != nil || len(want) != sha256.Size {
 		return fmt.Errorf("%w: digest %.80q is not 64 hex digits", ErrBadInput, sha256Hex)
 	}
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	dirfd, err := openDirNoSymlinks(path)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dirfd)
+	base := filepath.Base(path)
+	// Every later step goes through the directory opened above (its
+	// /proc/self/fd magic link), never through path again, so swapping a
+	// directory for a symlink after the check changes nothing.
+	dir := "/proc/self/fd/" + strconv.Itoa(dirfd)
+	path = dir + "/" + base
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
 		return err
 	}

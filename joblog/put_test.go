@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,4 +147,38 @@ func TestPutFileSystemErrors(t *testing.T) {
 			require.Equal(t, before, dirNames(t, dir), "temp file removed")
 		})
 	}
+}
+
+// A job user must not be able to redirect a root Put through a symlink it
+// planted, nor make it replace a socket, a device or a /proc file.
+func TestPutRefusesUnsafeDestinations(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "victim")
+	require.NoError(t, os.Mkdir(victim, 0o755))
+	require.NoError(t, os.Symlink(victim, filepath.Join(dir, "builds")))
+	sock := filepath.Join(dir, "s.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	defer ln.Close()
+	content := []byte("#!/bin/sh\necho pwned\n")
+	sum := sha256.Sum256(content)
+	for _, path := range []string{
+		filepath.Join(dir, "builds", "warmpod"),
+		sock,
+		"/proc/self/comm",
+		"/dev/null",
+		filepath.Join(dir, "builds", "sub", "x"),
+	} {
+		err := Put(path, bytes.NewReader(content), int64(len(content)), hex.EncodeToString(sum[:]), 0o755, -1, -1)
+		require.Error(t, err, path)
+		if !strings.Contains(path, "/sub/") {
+			require.ErrorIs(t, err, ErrUnsafePath, path)
+		}
+	}
+	ents, err := os.ReadDir(victim)
+	require.NoError(t, err)
+	require.Empty(t, ents, "nothing written through the symlink")
+	st, err := os.Lstat(sock)
+	require.NoError(t, err)
+	require.True(t, st.Mode()&os.ModeSocket != 0, "the socket is still a socket")
 }

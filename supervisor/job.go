@@ -1,11 +1,14 @@
 package supervisor
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/warmpod/warmpod/control"
@@ -21,6 +24,7 @@ type job struct {
 	logPath string   // LogsDir/<id>.log: the stages' output, PID 1's
 	env     []string // the job's full environment (base + variables + token + TMPDIR)
 
+	digest    [32]byte // SHA-256 of the spec: a replay must be byte-identical
 	stages    map[string]*stage
 	order     []string
 	cancelled bool
@@ -51,9 +55,13 @@ func (s *Supervisor) StartJob(raw []byte) control.Response {
 		return control.Response{Code: control.ExitTempFail, Error: fmt.Sprintf("scope %q: this pod is pinned to scope %q", spec.Scope, pinned)}
 	}
 	replay, err := s.machine.Claim(spec.ID, spec.Nonce, spec.Timeout, spec.LeaseTTL, now)
+	same := s.job != nil && s.job.digest == sha256.Sum256(raw)
 	s.mu.Unlock()
 	if replay {
 		spec.Wipe()
+		if !same {
+			return control.Response{Code: control.ExitTempFail, Error: "replay of job " + strconv.Quote(spec.ID) + " with the same nonce but a different spec"}
+		}
 		return control.Response{OK: true, Job: spec.ID, State: idle.Busy.String(), Replay: true}
 	}
 	if err != nil {
@@ -73,6 +81,7 @@ func (s *Supervisor) StartJob(raw []byte) control.Response {
 		s.publish(time.Now())
 		return control.Response{Code: control.ExitSoftware, Error: "job start failed: " + err.Error()}
 	}
+	j.digest = sha256.Sum256(raw)
 	s.mu.Lock()
 	s.job = j
 	if s.scope == "" {
@@ -121,7 +130,9 @@ func (s *Supervisor) prepareJob(spec *tokens.Spec) (*job, error) {
 	}
 	_ = f.Close()
 	j.env = append(append([]string(nil), s.baseEnv...), spec.Env(s.cfg.TokenEnv, j.dir)...)
-	j.env = append(j.env, "TMPDIR="+tmp)
+	if !hasKey(spec.Env(s.cfg.TokenEnv, j.dir), "TMPDIR") {
+		j.env = append(j.env, "TMPDIR="+tmp)
+	}
 	if err := s.proxy.Replace(j.env, s.cfg.Grace); err != nil {
 		return nil, err
 	}
@@ -194,15 +205,16 @@ func (s *Supervisor) endJob(jobID, reason string, peer int) control.Response {
 // peer (caller holds opMu). Daemons that double-forked away were
 // re-parented to PID 1 and are included.
 func (s *Supervisor) killJobProcesses(peer int, grace time.Duration) int {
-	var keep map[int]bool
-	if peer > 1 {
-		if procs, err := s.procs.container(); err == nil {
+	keep := map[int]bool{}
+	if procs, err := s.procs.container(); err == nil {
+		if peer > 1 {
 			keep = ancestors(procs, peer)
 		}
+		for pid := range s.procs.executorClients(procs) {
+			keep[pid] = true
+		}
 	}
-	n := s.procs.terminate(func(p idle.Proc) bool {
-		return keep[p.PID] || s.procs.isClient(p.PID)
-	}, grace)
+	n := s.procs.terminate(func(p idle.Proc) bool { return keep[p.PID] }, grace)
 	s.reaper.Reap()
 	return n
 }
@@ -275,7 +287,13 @@ func (s *Supervisor) JobEnv() control.Response {
 	if !ok || s.job == nil {
 		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
 	}
-	env := append(s.job.spec.Env(s.cfg.TokenEnv, s.job.dir), "TMPDIR="+filepath.Join(s.job.dir, "tmp"))
+	if s.job.cancelled {
+		return control.Response{Code: control.ExitUnavailable, Error: "job cancelled: only status, logs and end remain"}
+	}
+	env := s.job.spec.Env(s.cfg.TokenEnv, s.job.dir)
+	if !hasKey(env, "TMPDIR") {
+		env = append(env, "TMPDIR="+filepath.Join(s.job.dir, "tmp"))
+	}
 	return control.Response{OK: true, Job: lease.JobID, State: idle.Busy.String(), Env: env, User: s.jobUser(), LogPath: s.job.logPath}
 }
 
@@ -326,4 +344,14 @@ func (s *Supervisor) jobStatusJSON(j *job, only string) json.RawMessage {
 	}
 	b, _ := json.Marshal(doc)
 	return b
+}
+
+// hasKey tells whether env ("KEY=VALUE" entries) sets key.
+func hasKey(env []string, key string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			return true
+		}
+	}
+	return false
 }

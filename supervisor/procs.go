@@ -69,6 +69,37 @@ func (v procView) isClient(pid int) bool {
 	return err == nil && link == v.exe
 }
 
+// executorClients returns the warmpod clients that came in through an exec
+// session (kubectl exec, runc exec): their ancestry leaves the namespace
+// (a PPID of 0) without passing through PID 1. A warmpod binary that job
+// code started descends from PID 1 (directly, or re-parented to it) and is
+// job code like any other: it is not spared, whatever its name.
+func (v procView) executorClients(procs []idle.Proc) map[int]bool {
+	parent := make(map[int]int, len(procs))
+	for _, p := range procs {
+		parent[p.PID] = p.PPID
+	}
+	out := map[int]bool{}
+	for _, p := range procs {
+		if !v.isClient(p.PID) {
+			continue
+		}
+		pid, seen := p.PID, 0
+		for pid > 1 && seen < len(procs)+1 {
+			pp, ok := parent[pid]
+			if !ok {
+				break
+			}
+			if pp == 0 {
+				out[p.PID] = true
+				break
+			}
+			pid, seen = pp, seen+1
+		}
+	}
+	return out
+}
+
 // ancestors returns pid and its ancestors among procs (the chain of the
 // process that asked for a clean-up must survive it).
 func ancestors(procs []idle.Proc, pid int) map[int]bool {
@@ -99,25 +130,35 @@ func (v procView) terminate(keep func(idle.Proc) bool, grace time.Duration) int 
 	if v.waitGone(keep, grace) {
 		return len(targets)
 	}
+	// The KILL rounds spare nothing that keep does not protect, not even
+	// a process that looks like a runtime's exec init (any process can
+	// call itself "runc:[2:INIT]"; a real one has exec'd long before).
+	all := func(p idle.Proc) bool { return keep != nil && keep(p) }
 	for round := 0; round < 3; round++ {
-		for _, pid := range v.targets(keep) {
+		for _, pid := range v.targetsOf(all) {
 			sendSignal(pid, unix.SIGKILL)
 		}
-		if v.waitGone(keep, 2*time.Second) {
+		if v.waitGoneOf(all, 2*time.Second) {
 			break
 		}
 	}
 	return len(targets)
 }
 
+// targets lists the container processes to signal: not zombies, not kept,
+// and not a runtime's exec init still entering the container.
 func (v procView) targets(keep func(idle.Proc) bool) []int {
+	return v.targetsOf(func(p idle.Proc) bool { return entering(p) || (keep != nil && keep(p)) })
+}
+
+func (v procView) targetsOf(skip func(idle.Proc) bool) []int {
 	procs, err := v.container()
 	if err != nil {
 		return nil
 	}
 	var out []int
 	for _, p := range procs {
-		if p.State == 'Z' || entering(p) || (keep != nil && keep(p)) {
+		if p.State == 'Z' || skip(p) {
 			continue
 		}
 		out = append(out, p.PID)
@@ -126,9 +167,13 @@ func (v procView) targets(keep func(idle.Proc) bool) []int {
 }
 
 func (v procView) waitGone(keep func(idle.Proc) bool, d time.Duration) bool {
+	return v.waitGoneOf(func(p idle.Proc) bool { return entering(p) || (keep != nil && keep(p)) }, d)
+}
+
+func (v procView) waitGoneOf(skip func(idle.Proc) bool, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
-		if len(v.targets(keep)) == 0 {
+		if len(v.targetsOf(skip)) == 0 {
 			return true
 		}
 		if time.Now().After(deadline) {

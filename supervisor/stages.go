@@ -71,6 +71,9 @@ func (s *Supervisor) StartStage(name string, argv []string, dir string) control.
 		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
 	}
 	if !stageName.MatchString(name) {
+		if len(name) > 64 {
+			name = name[:64] + "..."
+		}
 		return control.Response{Code: control.ExitDataErr, Error: fmt.Sprintf("stage name %q: want [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 bytes", name)}
 	}
 	if len(argv) == 0 {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -185,6 +186,9 @@ func (s *Supervisor) Run(ctx context.Context) int {
 			s.log.Info("not PID 1: running as child subreaper", "pid", os.Getpid())
 		}
 	}
+	if caught := shellproxy.CatchIgnoredSignals(); len(caught) > 0 {
+		s.log.Debug("inherited ignored signals reset for children", "signals", fmt.Sprint(caught))
+	}
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD, unix.SIGTERM, unix.SIGPIPE, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP}, forwarded...)...)
 	defer signal.Stop(sigs)
@@ -270,7 +274,7 @@ func (s *Supervisor) evaluate(now time.Time) time.Time {
 		go func() {
 			defer s.expiring.Store(false)
 			s.log.Warn("job lease expired", "job", d.ExpiredJob, "reason", d.ExpiryReason)
-			_ = s.endJob(d.ExpiredJob, "lease "+d.ExpiryReason, 0)
+			_ = s.endJob(d.ExpiredJob, "expired ("+d.ExpiryReason+")", 0)
 		}()
 	}
 	if d.Drain {
@@ -294,8 +298,9 @@ func (s *Supervisor) scanActivity(lastInput *time.Time) {
 		shell := s.proxy.ShellPID()
 		procs, err := s.procs.container()
 		if err == nil {
+			clients := s.procs.executorClients(procs)
 			foreign := idle.Foreign(procs, func(p idle.Proc) bool {
-				return p.PID == shell || s.procs.isClient(p.PID)
+				return p.PID == shell || clients[p.PID]
 			})
 			active = len(foreign) > 0
 		}
@@ -355,8 +360,12 @@ func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
 	// Everything but warmpod's own clients first; a client still reading
 	// its answer (the `job end` that reached --max-jobs) gets time to exit
 	// by itself, then whatever is left gets the same TERM → KILL.
-	n := s.procs.terminate(func(p idle.Proc) bool { return s.procs.isClient(p.PID) }, s.cfg.Grace)
-	s.procs.waitGone(func(p idle.Proc) bool { return !s.procs.isClient(p.PID) }, 2*time.Second)
+	var clients map[int]bool
+	if procs, err := s.procs.container(); err == nil {
+		clients = s.procs.executorClients(procs)
+	}
+	n := s.procs.terminate(func(p idle.Proc) bool { return clients[p.PID] }, s.cfg.Grace)
+	s.procs.waitGone(func(p idle.Proc) bool { return !clients[p.PID] }, 2*time.Second)
 	n += s.procs.terminate(nil, time.Second)
 	s.proxy.Stop(time.Second)
 	s.wipeJob()
@@ -513,9 +522,16 @@ func (s *Supervisor) StatusJSON() []byte {
 
 // Handle serves one control request.
 func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.Request) control.Response {
-	if req.Job != "" && req.Op != control.OpJobRenew {
-		// Any job call carrying the job's id is a heartbeat for its lease.
-		_ = s.Renew(req.Job)
+	if req.Job != "" && strings.HasPrefix(req.Op, "job.") && req.Op != control.OpJobStart {
+		// A call for a named job is for that job only, and it is a
+		// heartbeat for its lease.
+		if err := s.Renew(req.Job); err != nil {
+			code := control.ExitUnavailable
+			if errors.Is(err, idle.ErrWrongJob) {
+				code = control.ExitTempFail
+			}
+			return control.Response{Code: code, Error: fmt.Sprintf("job %q: %v", req.Job, err)}
+		}
 	}
 	switch req.Op {
 	case control.OpJobStart:

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,14 @@ import (
 	"github.com/warmpod/warmpod/tokens"
 	"golang.org/x/sys/unix"
 )
+
+const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] ...
+  start                                  claim the pod: one JSON job spec line on stdin
+  run [--detach --stage NAME] -- cmd...  run in the job's environment (detached: as a stage of PID 1)
+  logs [--offset N] [--follow]           the job log as "<offset> <line>" (exit 100: log gone)
+  status [--stage S] | wait --stage S [--timeout D]
+  cancel [--grace D] | put PATH --size N --sha256 HEX [--mode M] | env | end
+Run "warmpod job COMMAND -h" for a command's flags.`
 
 // specReadTimeout bounds how long `job start` waits for the job spec line
 // on stdin.
@@ -98,7 +107,7 @@ func result(resp *control.Response) int {
 
 func jobCmd(args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: warmpod job start|run|env|end|put|logs|status|wait|cancel")
+		fmt.Fprintln(os.Stderr, jobUsage)
 		return control.ExitUsage
 	}
 	switch args[0] {
@@ -121,7 +130,11 @@ func jobCmd(args []string) int {
 	case "cancel":
 		return jobCancel(args[1:])
 	}
-	fmt.Fprintf(os.Stderr, "warmpod: unknown job command %q\n", args[0])
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Println(jobUsage)
+		return 0
+	}
+	fmt.Fprintf(os.Stderr, "warmpod: unknown job command %q\n%s\n", args[0], jobUsage)
 	return control.ExitUsage
 }
 
@@ -257,7 +270,14 @@ func jobRun(args []string) int {
 	for i := range resp.Env {
 		resp.Env[i] = ""
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
+	// The command is found in the job's PATH, as a stage's is.
+	path, err := shellproxy.LookPath(argv[0], env)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod:", err)
+		return shellproxy.ExecErrorCode(err)
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Args[0] = argv[0]
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if resp.User != "" {
@@ -280,7 +300,7 @@ func jobRun(args []string) int {
 			_ = cmd.Process.Signal(sig)
 		}
 	}()
-	err := cmd.Wait()
+	err = cmd.Wait()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -324,9 +344,14 @@ func jobPut(args []string) int {
 			resp.Env[i] = ""
 		}
 	}
+	dest, _ := filepath.Abs(fs.Arg(0))
+	if d := filepath.Dir(filepath.Clean(dest)); d == filepath.Dir(*sock) || strings.HasPrefix(d+"/", filepath.Dir(*sock)+"/logs/") {
+		fmt.Fprintf(os.Stderr, "warmpod: job put: %s is in PID 1's runtime directory\n", dest)
+		return control.ExitDataErr
+	}
 	if err := joblog.Put(fs.Arg(0), os.Stdin, *size, *sum, os.FileMode(m), uid, gid); err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod: job put:", err)
-		if errors.Is(err, joblog.ErrBadInput) {
+		if errors.Is(err, joblog.ErrBadInput) || errors.Is(err, joblog.ErrUnsafePath) {
 			return control.ExitDataErr
 		}
 		return control.ExitSoftware
@@ -342,7 +367,11 @@ func jobLogs(args []string) int {
 	follow := fs.Bool("follow", false, "keep reading as the log grows (renews the lease)")
 	waitFile := fs.Duration("wait-file-timeout", time.Minute, "how long to wait for the log to exist")
 	path := fs.String("path", "", "log file (default: the current job's)")
-	if !parseClient(fs, args) || *offset < 0 {
+	if !parseClient(fs, args) {
+		return control.ExitUsage
+	}
+	if *offset < 0 {
+		fmt.Fprintln(os.Stderr, "warmpod: job logs: --offset must not be negative")
 		return control.ExitUsage
 	}
 	id := *job

@@ -106,7 +106,7 @@ func pid1(args []string) int {
 	fs.StringVar(&f.selfDelete, "self-delete", "auto", "delete the pod after an idle or max-jobs exit: auto (when the downward API env and a token are present), always, never")
 	fs.StringVar(&f.idleStdin, "stdin-when-idle", "forward", "stdin while no job holds the lease: forward (to the idle shell) or ignore (drop, count)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]\n       warmpod job start|run|env|end, probe live|ready, status, version\n\nflags (each also as WARMPOD_<NAME>):\n")
+		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]       PID 1 (default command /bin/sh)\n       warmpod job start|run|logs|status|wait|cancel|put|env|end ...   (warmpod job -h)\n       warmpod probe live|ready | status | version\n\nflags (each also as WARMPOD_<NAME>):\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
