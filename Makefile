@@ -28,13 +28,13 @@ vet: ## gofmt and go vet
 	$(GO) vet ./...
 
 test: deps vet build ## everything CI runs: unit tests with -race, then the runc end-to-end tests
-	WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 ./...
+	WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 45m ./...
 
 unit: ## unit tests only (no root needed)
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
 
 e2e: deps build ## end-to-end tests: warmpod as PID 1 of real runc containers
-	WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -v ./e2e/
+	WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 45m -v ./e2e/
 
 demo: deps build ## the whole cycle in a runc container: warm, job with a token, end, idle exit
 	./scripts/demo.sh $(CURDIR)/$(BIN)
@@ -86,3 +86,9 @@ e2e-kube: image-tar ## Kubernetes end-to-end tests (starts ../shared/kube-e2e wh
 	echo "KUBECONFIG=$$KUBECONFIG"; \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
 	WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -tags kube -count=1 -v -timeout 40m ./e2e/kube/
+
+# ---- benchmarks: bench/ (results in bench/results.md, bench/results.json, bench/micro.txt) ----
+.PHONY: bench
+
+bench: ## benchmark suite (root, < 15 min): warmpod vs tini, dumb-init, catatonit → bench/results.md
+	GO=$(GO) MAKE=$(MAKE) ./bench/run.sh
