@@ -643,6 +643,9 @@ func stdinPipe() (r, w *os.File, err error) {
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, nil, err
 	}
+	// A larger pipe (1 MiB, the default pipe-max-size) means fewer
+	// wake-ups per byte; best effort.
+	_, _ = unix.FcntlInt(uintptr(fds[1]), unix.F_SETPIPE_SZ, 1<<20)
 	if err := unix.SetNonblock(fds[1], true); err != nil {
 		_ = unix.Close(fds[0])
 		_ = unix.Close(fds[1])

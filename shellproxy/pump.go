@@ -19,6 +19,7 @@ type pump struct {
 	queue   [][]byte
 	target  *os.File
 	writing bool
+	queued  int  // bytes in queue
 	eof     bool // stdin reached end of file or failed
 	closed  bool
 
@@ -35,6 +36,13 @@ type pump struct {
 	discarding atomic.Bool   // drop input instead of queueing it
 }
 
+// readChunk is the size of one read from stdin (bytes); maxQueued bounds
+// the stdin bytes held for a shell (bytes).
+const (
+	readChunk = 64 << 10
+	maxQueued = 1 << 20
+)
+
 func newPump(closeOnEOF bool) *pump {
 	p := &pump{closeOnEOF: closeOnEOF}
 	p.cond = sync.NewCond(&p.mu)
@@ -45,7 +53,15 @@ func newPump(closeOnEOF bool) *pump {
 // when src is exhausted; the pump keeps delivering what was queued.
 func (p *pump) readFrom(src io.Reader) {
 	for {
-		buf := make([]byte, 32<<10)
+		// Back-pressure: stop reading stdin while maxQueued bytes wait for
+		// a shell, so a flood (or a shell that does not read) costs at most
+		// that much memory; the writer on the other side simply blocks.
+		p.mu.Lock()
+		for p.queued >= maxQueued && !p.closed {
+			p.cond.Wait()
+		}
+		p.mu.Unlock()
+		buf := make([]byte, readChunk)
 		n, err := src.Read(buf)
 		if n > 0 && p.discarding.Load() {
 			p.dropped.Add(uint64(n))
@@ -54,6 +70,7 @@ func (p *pump) readFrom(src io.Reader) {
 			p.bytesIn.Add(uint64(n))
 			p.mu.Lock()
 			p.queue = append(p.queue, buf[:n:n])
+			p.queued += n
 			p.cond.Broadcast()
 			p.mu.Unlock()
 		}
@@ -89,6 +106,7 @@ func (p *pump) run() {
 		n, err := t.Write(chunk)
 		p.mu.Lock()
 		p.writing = false
+		p.queued -= n
 		if n > 0 {
 			p.lastByte = chunk[n-1]
 		}
@@ -161,6 +179,7 @@ func (p *pump) prepend(b []byte) {
 	}
 	p.mu.Lock()
 	p.queue = append([][]byte{b}, p.queue...)
+	p.queued += len(b)
 	p.cond.Broadcast()
 	p.mu.Unlock()
 }
@@ -174,7 +193,9 @@ func (p *pump) discard() int {
 		n += len(b)
 	}
 	p.queue = nil
+	p.queued = 0
 	p.dropped.Add(uint64(n))
+	p.cond.Broadcast()
 	return n
 }
 
