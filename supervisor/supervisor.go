@@ -212,7 +212,11 @@ func (s *Supervisor) Run(ctx context.Context) int {
 	defer tick.Stop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var lastInput time.Time
+	if !s.cfg.ExitWithCommand {
+		// The /proc scan runs beside the loop that reaps and forwards
+		// signals, so it never delays either.
+		go s.watchActivity(ctx)
+	}
 	for {
 		s.heartbeat.Store(time.Now().UnixNano())
 		next := s.evaluate(time.Now())
@@ -224,7 +228,6 @@ func (s *Supervisor) Run(ctx context.Context) int {
 			s.onSignal(sig.(unix.Signal))
 		case <-tick.C:
 			s.reaper.Reap() // insurance against coalesced SIGCHLDs
-			s.scanActivity(&lastInput)
 		case <-timer.C:
 		case <-s.wake:
 		case d := <-s.stall:
@@ -285,6 +288,24 @@ func (s *Supervisor) evaluate(now time.Time) time.Time {
 		s.startDrain(d.DrainReason, code)
 	}
 	return d.NextWake
+}
+
+// watchActivity scans for activity once a second until the pod drains.
+func (s *Supervisor) watchActivity(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var lastInput time.Time
+	for {
+		select {
+		case <-tick.C:
+			s.scanActivity(&lastInput)
+			s.kick()
+		case <-s.draining:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 func (s *Supervisor) scanActivity(lastInput *time.Time) {
