@@ -5,10 +5,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -149,5 +151,46 @@ func CatchIgnoredSignals() []os.Signal {
 		// Never read: signal.Notify drops what does not fit.
 		signal.Notify(make(chan os.Signal, 1), sigs...)
 	}
+	// The runtime will not take over the signals it reserves for glibc
+	// (32 and 33, unused by a static Go binary): reset those to SIG_DFL
+	// directly if they are still ignored.
+	for i := 1; i <= 64; i++ {
+		if i == int(syscall.SIGKILL) || i == int(syscall.SIGSTOP) {
+			continue
+		}
+		if h, err := sigHandler(i); err == nil && h == sigIgn {
+			if setSigDefault(i) == nil && !slices.Contains(sigs, os.Signal(syscall.Signal(i))) {
+				sigs = append(sigs, syscall.Signal(i))
+			}
+		}
+	}
 	return sigs
+}
+
+// kernelSigaction is struct sigaction as rt_sigaction(2) takes it on Linux.
+type kernelSigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+const sigIgn = 1 // SIG_IGN
+
+func sigHandler(sig int) (uintptr, error) {
+	var old kernelSigaction
+	_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return old.handler, nil
+}
+
+func setSigDefault(sig int) error {
+	act := kernelSigaction{} // SIG_DFL
+	_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
 }

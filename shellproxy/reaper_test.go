@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -114,4 +115,31 @@ func TestExecErrorCode(t *testing.T) {
 	_, _, err = r.Start("/etc/hostname", []string{"x"}, shAttr())
 	require.Error(t, err)
 	require.Equal(t, 126, ExecErrorCode(err))
+}
+
+// A signal the caller left ignored — even one the Go runtime reserves and
+// never takes over, like 32 — is default again in the child.
+func TestChildDoesNotInheritIgnoredSignals(t *testing.T) {
+	for _, sig := range []int{32, int(syscall.SIGXFSZ)} {
+		act := kernelSigaction{handler: sigIgn}
+		_, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+		require.Zero(t, e)
+	}
+	h, err := sigHandler(32)
+	require.NoError(t, err)
+	require.Equal(t, uintptr(sigIgn), h, "precondition: 32 ignored")
+	CatchIgnoredSignals()
+	r := NewReaper()
+	stop := reapLoop(t, r)
+	defer stop()
+	out, err := os.CreateTemp(t.TempDir(), "status")
+	require.NoError(t, err)
+	attr := shAttr()
+	attr.Files[1] = out.Fd()
+	_, ch, err := r.Start("/bin/sh", []string{"sh", "-c", "grep SigIgn /proc/self/status"}, attr)
+	require.NoError(t, err)
+	require.Equal(t, 0, (<-ch).Code())
+	b, err := os.ReadFile(out.Name())
+	require.NoError(t, err)
+	require.Equal(t, "SigIgn:\t0000000000000000\n", string(b))
 }
