@@ -571,7 +571,11 @@ sleep 3
 			}
 			return 0
 		}
-		isSleep := strings.TrimSpace(readFileString(fmt.Sprintf("/proc/%d/comm", sleepPID))) == "sleep"
+		// $! is known before the child has exec'd sleep: under load its comm
+		// can still read "sh" for a while.
+		isSleep := waitUntil(2*time.Second, func() bool {
+			return strings.TrimSpace(readFileString(fmt.Sprintf("/proc/%d/comm", sleepPID))) == "sleep"
+		})
 		adopted := isSleep && waitUntil(time.Second, func() bool { return ppid() == initPID })
 		_, ok := p.wait(3*time.Second + confGrace + 5*time.Second)
 		if !ok {
