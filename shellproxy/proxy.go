@@ -334,15 +334,6 @@ func (p *Proxy) LastInput() time.Time {
 	return time.Unix(0, ns)
 }
 
-// DiscardInput drops stdin bytes queued for a shell and returns how many
-// there were.
-func (p *Proxy) DiscardInput() int {
-	if p.pump == nil {
-		return 0
-	}
-	return p.pump.discard()
-}
-
 // SetDiscardInput switches between dropping stdin bytes (true: nothing
 // reaches the shell, the bytes are counted) and delivering them. It
 // returns how many bytes were dropped since the last call.
