@@ -29,6 +29,8 @@ const (
 	ExitDataErr     = 65  // EX_DATAERR: bad job spec or bad input
 	ExitUnavailable = 69  // EX_UNAVAILABLE: no job, draining, or PID 1 not reachable
 	ExitSoftware    = 70  // EX_SOFTWARE: internal error in PID 1
+	ExitCantCreat   = 73  // EX_CANTCREAT: warmpod install cannot write its copy
+	ExitIOErr       = 74  // EX_IOERR: job stage lost PID 1 or its log: the stage's outcome is unknown (ask job wait)
 	ExitTempFail    = 75  // EX_TEMPFAIL: busy or not claimable; retry on another pod
 	ExitNoPerm      = 77  // EX_NOPERM: peer credentials refused
 	ExitLogGone     = 100 // the job log disappeared (as gitlab-runner-helper read-logs)
@@ -45,7 +47,7 @@ const (
 	OpJobStage  = "job.stage"   // starts Argv as stage Stage (cwd Dir); Data holds the stage
 	OpJobStatus = "job.status"  // Data holds the job (or Stage's) status
 	OpJobWait   = "job.wait"    // waits up to Duration for Stage to end; Data holds it
-	OpJobCancel = "job.cancel"  // kills the job's processes (SIGKILL after Duration)
+	OpJobCancel = "job.cancel"  // kills the job's processes, or Stage's only (SIGKILL after Duration)
 	OpJobRenew  = "job.renew"   // heartbeat for the lease of Job
 	OpStall     = "debug.stall" // test hook: stall PID 1's main loop for Duration
 )
@@ -71,6 +73,11 @@ type Request struct {
 	Stage string          `json:"stage,omitempty"`
 	Argv  []string        `json:"argv,omitempty"`
 	Dir   string          `json:"dir,omitempty"`
+	// SHA256 is the hex SHA-256 of a stage's script (job.stage): a second
+	// request for the same stage with the same digest attaches to the
+	// stage instead of being refused, and never runs it again. With Stage
+	// set, job.cancel cancels that stage only.
+	SHA256 string `json:"sha256,omitempty"`
 	// Duration is a Go duration: the wait timeout, the cancel grace or
 	// the stall.
 	Duration string `json:"duration,omitempty"`
@@ -92,6 +99,9 @@ type Response struct {
 	LogPath string `json:"log_path,omitempty"`
 	// User is the job user ("UID:GID") that job commands run as, if any.
 	User string `json:"user,omitempty"`
+	// JobDir is the job's tmpfs directory (file variables, TMPDIR, stage
+	// scripts), owned by the job user (job.status).
+	JobDir string `json:"job_dir,omitempty"`
 }
 
 // Peer identifies the process on the other end of a connection, from

@@ -323,7 +323,7 @@ func (s *Supervisor) JobStatus(stage string) control.Response {
 	if stage != "" && s.stageOf(j, stage) == nil {
 		return control.Response{Code: control.ExitUnavailable, Error: fmt.Sprintf("no stage %q", stage)}
 	}
-	return control.Response{OK: true, Job: j.spec.ID, State: s.State(), Data: s.jobStatusJSON(j, stage), LogPath: j.logPath}
+	return control.Response{OK: true, Job: j.spec.ID, State: s.State(), Data: s.jobStatusJSON(j, stage), LogPath: j.logPath, JobDir: j.dir, User: s.jobUser()}
 }
 
 func (s *Supervisor) jobStatusJSON(j *job, only string) json.RawMessage {

@@ -29,6 +29,17 @@ type stage struct {
 	signal  string
 	oom     bool
 	done    chan struct{}
+	// digest is the hex SHA-256 of the stage's script when the client
+	// gave one: a repeated request with the same digest attaches to this
+	// stage instead of running it again (an executor retrying after a
+	// broken exec stream).
+	digest string
+	// logStart and logEnd delimit the stage's own output in the job log,
+	// in bytes: logStart is just after the start marker, logEnd just
+	// before the end marker (and before the newline PID 1 adds to end a
+	// partial last line), so a client streams exactly what the stage
+	// printed. logEnd is -1 while the stage runs.
+	logStart, logEnd int64
 }
 
 // stageView is a stage's JSON status.
@@ -41,13 +52,21 @@ type stageView struct {
 	OOMKilled bool       `json:"oom_killed"`
 	Started   time.Time  `json:"started"`
 	Ended     *time.Time `json:"ended,omitempty"`
+	// LogStart and LogEnd are byte offsets in the job log: the stage's
+	// output is [LogStart, LogEnd); LogEnd is absent while it runs.
+	LogStart int64  `json:"log_start"`
+	LogEnd   *int64 `json:"log_end,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+	// Replay is true when this answer attached to a stage that an
+	// earlier request with the same script digest had started.
+	Replay bool `json:"replay,omitempty"`
 }
 
 func (st *stage) view() stageView {
-	v := stageView{Stage: st.name, PID: st.pid, Running: st.running, Signal: st.signal, OOMKilled: st.oom, Started: st.started}
+	v := stageView{Stage: st.name, PID: st.pid, Running: st.running, Signal: st.signal, OOMKilled: st.oom, Started: st.started, LogStart: st.logStart, SHA256: st.digest}
 	if !st.running {
-		code, ended := st.code, st.ended
-		v.ExitCode, v.Ended = &code, &ended
+		code, ended, end := st.code, st.ended, st.logEnd
+		v.ExitCode, v.Ended, v.LogEnd = &code, &ended, &end
 	}
 	return v
 }
@@ -62,8 +81,12 @@ var stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // {"command_exit_code": N, "script": "<name>"} after, as gitlab-runner's
 // attach-mode trap prints them). The stage ends when its leader exits,
 // never on pipe EOF: nothing it starts in the background can hold it open.
-// Errors: 69 no job; 65 bad name, empty argv, or a name already used.
-func (s *Supervisor) StartStage(name string, argv []string, dir string) control.Response {
+// With digest (the hex SHA-256 of the stage's script) a request for a stage
+// that already exists with the same digest attaches to it: the answer
+// describes that stage (Replay set) and nothing runs again.
+// Errors: 69 no job; 65 bad name, empty argv, or a name already used
+// (with another digest, or none).
+func (s *Supervisor) StartStage(name string, argv []string, dir, digest string) control.Response {
 	s.mu.Lock()
 	j := s.job
 	s.mu.Unlock()
@@ -79,16 +102,27 @@ func (s *Supervisor) StartStage(name string, argv []string, dir string) control.
 	if len(argv) == 0 {
 		return control.Response{Code: control.ExitDataErr, Error: "stage: empty command"}
 	}
+	if digest != "" && !isSHA256Hex(digest) {
+		return control.Response{Code: control.ExitDataErr, Error: "stage: sha256 must be 64 lower-case hex digits"}
+	}
 	if dir == "" {
 		dir = "/"
 	}
-	st := &stage{name: name, started: time.Now(), running: true, done: make(chan struct{})}
+	st := &stage{name: name, started: time.Now(), running: true, done: make(chan struct{}), digest: digest, logEnd: -1}
 	s.mu.Lock()
-	if _, dup := j.stages[name]; dup || j.cancelled {
-		s.mu.Unlock()
+	if old, dup := j.stages[name]; dup || j.cancelled {
 		if j.cancelled {
+			s.mu.Unlock()
 			return control.Response{Code: control.ExitUnavailable, Error: "job cancelled"}
 		}
+		if digest != "" && old.digest == digest {
+			v := old.view()
+			s.mu.Unlock()
+			v.Replay = true
+			b, _ := json.Marshal(v)
+			return control.Response{OK: true, Job: j.spec.ID, Replay: true, Data: b}
+		}
+		s.mu.Unlock()
 		return control.Response{Code: control.ExitDataErr, Error: fmt.Sprintf("stage %q already exists in this job", name)}
 	}
 	j.stages[name] = st
@@ -102,6 +136,11 @@ func (s *Supervisor) StartStage(name string, argv []string, dir string) control.
 	}
 	defer log.Close()
 	writeMarker(log, map[string]any{"script": name})
+	if fi, err := log.Stat(); err == nil {
+		s.mu.Lock()
+		st.logStart = fi.Size()
+		s.mu.Unlock()
+	}
 	devnull, err := os.Open(os.DevNull)
 	if err != nil {
 		s.finishStage(j, st, 70, "", false, log)
@@ -133,6 +172,7 @@ func (s *Supervisor) StartStage(name string, argv []string, dir string) control.
 	}
 	s.mu.Lock()
 	st.pid = pid
+	v := st.view()
 	s.mu.Unlock()
 	go func() {
 		ex := <-exitCh
@@ -152,22 +192,31 @@ func (s *Supervisor) StartStage(name string, argv []string, dir string) control.
 		s.log.Info("stage ended", "job", j.spec.ID, "stage", name, "code", ex.Code(), "signal", sig, "oom_killed", oom)
 	}()
 	s.log.Info("stage started", "job", j.spec.ID, "stage", name, "pid", pid)
-	b, _ := json.Marshal(struct {
-		Stage string `json:"stage"`
-		PID   int    `json:"pid"`
-	}{name, pid})
+	b, _ := json.Marshal(v)
 	return control.Response{OK: true, Job: j.spec.ID, Data: b}
 }
 
 // finishStage records a stage's outcome and writes its end marker to log
-// (nil: no marker).
+// (nil: no marker). The outcome is recorded before the marker is written:
+// a stage stream that sees the stage still running after a read of the log
+// knows that read held no marker (cmd/warmpod job stage relies on it to
+// stream exactly the stage's bytes).
 func (s *Supervisor) finishStage(j *job, st *stage, code int, sig string, oom bool, log *os.File) {
+	end := int64(-1)
+	if log != nil {
+		if fi, err := log.Stat(); err == nil {
+			end = fi.Size()
+		}
+	}
+	s.mu.Lock()
+	if end < st.logStart {
+		end = st.logStart // the log is gone: nothing more to read
+	}
+	st.running, st.code, st.signal, st.oom, st.ended, st.logEnd = false, code, sig, oom, time.Now(), end
+	s.mu.Unlock()
 	if log != nil {
 		writeMarker(log, map[string]any{"command_exit_code": code, "script": st.name})
 	}
-	s.mu.Lock()
-	st.running, st.code, st.signal, st.oom, st.ended = false, code, sig, oom, time.Now()
-	s.mu.Unlock()
 	close(st.done)
 }
 
@@ -220,6 +269,82 @@ func (s *Supervisor) WaitStage(name string, timeout time.Duration) control.Respo
 		resp.Error = fmt.Sprintf("stage %q still running after %s", name, timeout)
 	}
 	return resp
+}
+
+func isSHA256Hex(v string) bool {
+	if len(v) != 64 {
+		return false
+	}
+	for _, c := range v {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// CancelStage ends one running stage of the current job: SIGTERM to every
+// process of the stage's session and to every descendant of its leader
+// (so a trap in the stage's script runs), SIGKILL after grace to whatever
+// is left of them. Unlike [Supervisor.CancelJob] the job goes on: GitLab's
+// graceful cancel still runs after_script and cleanup_file_variables in
+// the same pod. A daemon that left the stage's session and was re-parented
+// to PID 1 is not reachable from the stage any more; job end kills it.
+// It waits (bounded by grace plus 2 s) for the stage to be reaped and
+// returns its status. Errors: 69 no job or no such stage; 75 jobID names
+// another job.
+func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Duration) control.Response {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	s.mu.Lock()
+	j := s.job
+	lease, ok := s.machine.Lease()
+	s.mu.Unlock()
+	if !ok || j == nil {
+		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
+	}
+	if jobID != "" && jobID != lease.JobID {
+		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
+	}
+	st := s.stageOf(j, name)
+	if st == nil {
+		return control.Response{Code: control.ExitUnavailable, Error: fmt.Sprintf("no stage %q", name)}
+	}
+	s.mu.Lock()
+	leader, running := st.pid, st.running
+	s.mu.Unlock()
+	n := 0
+	if running && leader > 1 {
+		members := map[int]bool{}
+		keep := map[int]bool{}
+		if procs, err := s.procs.container(); err == nil {
+			for _, pid := range idle.Descendants(procs, leader) {
+				members[pid] = true
+			}
+			for _, p := range procs {
+				if p.SID == leader {
+					members[p.PID] = true
+				}
+			}
+			if peer > 1 {
+				keep = ancestors(procs, peer)
+			}
+			for pid := range s.procs.executorClients(procs) {
+				keep[pid] = true
+			}
+		}
+		members[leader] = true
+		// Only the processes found now are the stage's: a PID reused later
+		// by another process is never signalled.
+		n = s.procs.terminate(func(p idle.Proc) bool { return !members[p.PID] || keep[p.PID] }, grace)
+		s.reaper.Reap()
+	}
+	select {
+	case <-st.done:
+	case <-time.After(2 * time.Second):
+	}
+	s.log.Info("stage cancelled", "job", lease.JobID, "stage", name, "terminated", n)
+	return control.Response{OK: true, Job: lease.JobID, State: s.State(), Data: s.jobStatusJSON(j, name)}
 }
 
 // waitStages waits up to d for every stage of j to be reaped.

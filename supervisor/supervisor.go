@@ -562,7 +562,7 @@ func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.R
 	case control.OpJobEnv:
 		return s.JobEnv()
 	case control.OpJobStage:
-		return s.StartStage(req.Stage, req.Argv, req.Dir)
+		return s.StartStage(req.Stage, req.Argv, req.Dir, req.SHA256)
 	case control.OpJobStatus:
 		return s.JobStatus(req.Stage)
 	case control.OpJobWait:
@@ -575,6 +575,9 @@ func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.R
 		d, err := parseDuration(req.Duration, s.cfg.Grace)
 		if err != nil {
 			return control.Response{Code: control.ExitUsage, Error: err.Error()}
+		}
+		if req.Stage != "" {
+			return s.CancelStage(req.Job, req.Stage, peer.PID, d)
 		}
 		return s.CancelJob(req.Job, peer.PID, d)
 	case control.OpJobRenew:

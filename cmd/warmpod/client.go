@@ -27,9 +27,11 @@ import (
 const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] ...
   start                                  claim the pod: one JSON job spec line on stdin
   run [--detach --stage NAME] -- cmd...  run in the job's environment (detached: as a stage of PID 1)
+  stage --stage NAME --size N --sha256 HEX [--offset N] < script
+                                         run a script as a stage, stream its output, exit with its code
   logs [--offset N] [--follow]           the job log as "<offset> <line>" (exit 100: log gone)
   status [--stage S] | wait --stage S [--timeout D]
-  cancel [--grace D] | put PATH --size N --sha256 HEX [--mode M] | env | end
+  cancel [--stage S] [--grace D] | put PATH --size N --sha256 HEX [--mode M] | env | end
 Run "warmpod job COMMAND -h" for a command's flags.`
 
 // specReadTimeout bounds how long `job start` waits for the job spec line
@@ -115,6 +117,8 @@ func jobCmd(args []string) int {
 		return jobStart(args[1:])
 	case "run":
 		return jobRun(args[1:])
+	case "stage":
+		return jobStage(args[1:])
 	case "env":
 		return jobEnv(args[1:])
 	case "end":
@@ -466,6 +470,7 @@ func jobWait(args []string) int {
 func jobCancel(args []string) int {
 	fs, sock, job := jobFlags("job cancel")
 	grace := fs.Duration("grace", 0, "SIGTERM → SIGKILL delay (default: PID 1's --grace)")
+	stage := fs.String("stage", "", "cancel only this stage; the job goes on (GitLab's graceful cancel runs after_script next)")
 	if !parseClient(fs, args) {
 		return control.ExitUsage
 	}
@@ -473,7 +478,7 @@ func jobCancel(args []string) int {
 	if *grace > 0 {
 		d = grace.String()
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobCancel, Job: *job, Duration: d})
+	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobCancel, Job: *job, Stage: *stage, Duration: d})
 	if resp == nil {
 		return code
 	}

@@ -45,6 +45,8 @@ func run(args []string) int {
 			return statusCmd(args[1:])
 		case "debug":
 			return debugCmd(args[1:])
+		case "install":
+			return installCmd(args[1:])
 		case "version", "--version":
 			fmt.Println("warmpod", version)
 			return 0
@@ -106,7 +108,7 @@ func pid1(args []string) int {
 	fs.StringVar(&f.selfDelete, "self-delete", "auto", "delete the pod after an idle or max-jobs exit: auto (when the downward API env and a token are present), always, never")
 	fs.StringVar(&f.idleStdin, "stdin-when-idle", "forward", "stdin while no job holds the lease: forward (to the idle shell) or ignore (drop, count)")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]       PID 1 (default command /bin/sh)\n       warmpod job start|run|logs|status|wait|cancel|put|env|end ...   (warmpod job -h)\n       warmpod probe live|ready | status | version\n\nflags (each also as WARMPOD_<NAME>):\n")
+		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]       PID 1 (default command /bin/sh)\n       warmpod job start|run|logs|status|wait|cancel|put|env|end ...   (warmpod job -h)\n       warmpod probe live|ready | status | version | install DIR\n\nflags (each also as WARMPOD_<NAME>):\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
