@@ -1,0 +1,169 @@
+// Command warmpod-gitlab is GitLab Runner's Custom executor driver for
+// warm pods: config, prepare, run SCRIPT STAGE and cleanup, as the runner
+// calls them (config_exec, prepare_exec, run_exec, cleanup_exec with
+// config_args = ["config"] and so on). It runs beside gitlab-runner, never
+// in a pod; the logic is package driver, the Kubernetes side package pool.
+// See README.md, "GitLab Runner".
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/warmpod/warmpod/driver"
+	"github.com/warmpod/warmpod/pool"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: warmpod-gitlab [flags] config | prepare | run SCRIPT STAGE | cleanup
+       warmpod-gitlab [flags] pool-hash      (prints each pool's warmpod.dev/config label value)
+       warmpod-gitlab version
+flags (each also as WARMPOD_GITLAB_<NAME>):`
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	env := driver.EnvFrom(os.Environ())
+	codes := driver.ExitCodesFromEnv(env)
+	fs := flag.NewFlagSet("warmpod-gitlab", flag.ContinueOnError)
+	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments (deploy/pool.yaml)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	namespace := fs.String("namespace", "", "namespace of the pools (default: the kubeconfig context's, or the service account's)")
+	warmWait := fs.Duration("warm-wait", time.Second, "how long prepare waits for a Ready idle pod before creating a cold one")
+	readyTimeout := fs.Duration("ready-timeout", 5*time.Minute, "how long prepare waits for a cold pod to be Ready")
+	leaseTTL := fs.Duration("lease-ttl", time.Minute, "the job's lease heartbeat in the pod: a pod whose runner died ends the job within it (0 = none)")
+	buildsDir := fs.String("builds-dir", "/builds", "builds_dir in the pod")
+	cacheDir := fs.String("cache-dir", "/cache", "cache_dir in the pod")
+	stateDir := fs.String("state-dir", filepath.Join(os.TempDir(), "warmpod-gitlab"), "directory for the per-job state files (which pod a job runs on)")
+	timings := fs.String("timings", "", "append one JSON line of timings per call to this file (benchmarks)")
+	retries := fs.Int("stream-retries", 5, "how often run reattaches to a stage after a broken exec stream")
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if err := envTwins(fs); err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	cmd, rest := fs.Arg(0), fs.Args()[1:]
+	if cmd == "version" {
+		fmt.Println("warmpod-gitlab", version)
+		return 0
+	}
+	cfg := driver.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL,
+		BuildsDir: *buildsDir, CacheDir: *cacheDir, StateDir: *stateDir, Version: version,
+		Timings: *timings, MaxStreamRetries: *retries}
+	if *pools != "" {
+		set, err := pool.Load(*pools)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
+			return codes.SystemFailure
+		}
+		cfg.Pools = set
+	}
+	d := &driver.Driver{Cfg: cfg, Env: env, Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
+	switch {
+	case cmd == "config" && len(rest) == 0:
+		return driver.ExitCode(d.Config(), codes, os.Stderr)
+	case cmd == "pool-hash" && len(rest) == 0:
+		if cfg.Pools == nil {
+			fmt.Fprintln(os.Stderr, "warmpod-gitlab: pool-hash needs --pools")
+			return 2
+		}
+		for _, p := range cfg.Pools.Pools {
+			fmt.Printf("%s\t%s=%s\n", p.Name, pool.LabelConfig, p.Hash)
+		}
+		return 0
+	case cmd == "prepare" && len(rest) == 0, cmd == "cleanup" && len(rest) == 0, cmd == "run" && len(rest) == 2:
+	default:
+		fmt.Fprintln(os.Stderr, usage)
+		return 2
+	}
+	kube, err := newKube(*kubeconfig, *namespace)
+	if err != nil {
+		return driver.ExitCode(&driver.SystemError{Err: err}, codes, os.Stderr)
+	}
+	d.Cluster = kube
+	ctx := context.Background()
+	switch cmd {
+	case "prepare":
+		// The runner kills prepare on cancel; what it created is found
+		// again by cleanup through the job label.
+		pctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return driver.ExitCode(d.Prepare(pctx), codes, os.Stderr)
+	case "run":
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
+		return driver.ExitCode(d.Run(ctx, rest[0], rest[1], term), codes, os.Stderr)
+	default:
+		return driver.ExitCode(d.Cleanup(ctx), codes, os.Stderr)
+	}
+}
+
+// newKube builds the client from a kubeconfig (or in-cluster config),
+// the way kubectl loads it.
+func newKube(kubeconfig, namespace string) (*pool.Kube, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if namespace == "" {
+		if namespace, _, err = cc.Namespace(); err != nil {
+			return nil, fmt.Errorf("namespace: %w", err)
+		}
+	}
+	rc.UserAgent = "warmpod-gitlab/" + version
+	// One driver call makes a handful of requests; client-go's default
+	// limiter (5 QPS) would only add waits.
+	rc.QPS, rc.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &pool.Kube{CS: cs, Config: rc, Namespace: namespace}, nil
+}
+
+// envTwins gives every flag not set on the command line the value of its
+// WARMPOD_GITLAB_* environment variable (--pools ⇐ WARMPOD_GITLAB_POOLS):
+// GitLab Runner's config.toml can set either.
+func envTwins(fs *flag.FlagSet) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		name := "WARMPOD_GITLAB_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %v", name, v, e)
+			}
+		}
+	})
+	return err
+}

@@ -1,0 +1,265 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/httpstream"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+)
+
+// Pod is a pod the driver holds for one job.
+type Pod struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	UID       string `json:"uid"`
+	Pool      string `json:"pool"`
+	Container string `json:"container"`
+	Bin       string `json:"bin"`
+	Hash      string `json:"config_hash"`
+	Warm      bool   `json:"warm"`
+}
+
+// Kube is the driver's view of one namespace of a cluster.
+type Kube struct {
+	CS        kubernetes.Interface
+	Config    *rest.Config // for exec; nil in tests that do not exec
+	Namespace string
+}
+
+// ErrNotReady is returned by [Kube.CreateCold] when the pod did not become
+// Ready in time or failed.
+var ErrNotReady = errors.New("pod not ready")
+
+// ClaimWarm claims one Ready idle pod of pool p for jobID: it lists the
+// pool's idle pods of p's configuration, and patches the labels of each
+// Ready one in random order (so concurrent runners spread out) with its
+// resourceVersion as the precondition, until one patch succeeds (409
+// Conflict: another runner won that pod, try the next). When none is
+// claimable it lists again every 100 ms until wait has passed. It returns
+// nil when no pod could be claimed within wait (wait 0: one pass). Errors
+// are the API server's, other than conflicts and pods gone meanwhile.
+func (k *Kube) ClaimWarm(ctx context.Context, p Pool, jobID string, wait time.Duration) (*Pod, error) {
+	deadline := time.Now().Add(wait)
+	sel := labels.Set{LabelPool: p.Name, LabelState: StateIdle, LabelConfig: p.Hash}.String()
+	for {
+		list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, fmt.Errorf("list pods %s: %w", sel, err)
+		}
+		var ready []corev1.Pod
+		for _, pod := range list.Items {
+			if PodReady(&pod) {
+				ready = append(ready, pod)
+			}
+		}
+		rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
+		for i := range ready {
+			pod, err := k.claim(ctx, &ready[i], jobID)
+			if err == nil {
+				return &Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
+					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true}, nil
+			}
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("claim pod %s: %w", ready[i].Name, err)
+		}
+		if !time.Now().Before(deadline) {
+			return nil, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// claim patches pod's labels to claimed-for-jobID, on the condition that
+// the pod is still at the resourceVersion we saw (a JSON merge patch that
+// carries metadata.resourceVersion is refused with 409 when it differs).
+func (k *Kube) claim(ctx context.Context, pod *corev1.Pod, jobID string) (*corev1.Pod, error) {
+	patch := map[string]any{"metadata": map[string]any{
+		"resourceVersion": pod.ResourceVersion,
+		"labels":          map[string]string{LabelState: StateClaimed, LabelJob: jobID},
+	}}
+	b, _ := json.Marshal(patch)
+	return k.CS.CoreV1().Pods(k.Namespace).Patch(ctx, pod.Name, types.MergePatchType, b, metav1.PatchOptions{})
+}
+
+// PodReady tells whether the pod is Running, Ready and not being deleted.
+func PodReady(pod *corev1.Pod) bool {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// CreateCold creates a pod for jobID from p's template, labelled claimed
+// from the start (no ReplicaSet selects it), and waits up to timeout for
+// it to be Ready. A pod that fails or is not Ready in time is deleted and
+// [ErrNotReady] returned.
+func (k *Kube) CreateCold(ctx context.Context, p Pool, jobID string, timeout time.Duration) (Pod, error) {
+	t := p.Template.DeepCopy()
+	pod := &corev1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
+	pod.GenerateName = p.Name + "-cold-"
+	pod.Name = ""
+	pod.Namespace = k.Namespace
+	pod.Labels[LabelState] = StateClaimed
+	pod.Labels[LabelJob] = jobID
+	if pod.Spec.RestartPolicy == "" || pod.Spec.RestartPolicy == corev1.RestartPolicyAlways {
+		// A Deployment forces Always; a pod of our own must never be
+		// restarted after warmpod drained it.
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+	}
+	created, err := k.CS.CoreV1().Pods(k.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return Pod{}, fmt.Errorf("create pod: %w", err)
+	}
+	out := Pod{Name: created.Name, Namespace: created.Namespace, UID: string(created.UID), Pool: p.Name,
+		Container: p.Container, Bin: p.Bin, Hash: p.Hash}
+	if err := k.waitReady(ctx, created, timeout); err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = k.Delete(dctx, out)
+		return Pod{}, err
+	}
+	return out, nil
+}
+
+func (k *Kube) waitReady(ctx context.Context, pod *corev1.Pod, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	w, err := k.CS.CoreV1().Pods(k.Namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector:   "metadata.name=" + pod.Name,
+		ResourceVersion: pod.ResourceVersion,
+	})
+	if err != nil {
+		return fmt.Errorf("watch pod %s: %w", pod.Name, err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: pod %s after %s", ErrNotReady, pod.Name, timeout)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				// The API server ends watches now and then: look, and
+				// watch again from where we are.
+				cur, err := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+				if err != nil {
+					return fmt.Errorf("%w: pod %s: %v", ErrNotReady, pod.Name, err)
+				}
+				if PodReady(cur) {
+					return nil
+				}
+				return k.waitReady(ctx, cur, time.Until(deadlineOf(ctx)))
+			}
+			if ev.Type == watch.Deleted {
+				return fmt.Errorf("%w: pod %s was deleted", ErrNotReady, pod.Name)
+			}
+			cur, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			if PodReady(cur) {
+				return nil
+			}
+			if cur.Status.Phase == corev1.PodFailed || cur.Status.Phase == corev1.PodSucceeded {
+				return fmt.Errorf("%w: pod %s is %s: %s", ErrNotReady, pod.Name, cur.Status.Phase, cur.Status.Message)
+			}
+		}
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// Delete deletes the pod, on the condition that it is still the pod we
+// had (uid precondition: a newer pod with the same name is never touched),
+// in the background (owned Secrets and ConfigMaps go with it). A pod
+// already gone is no error.
+func (k *Kube) Delete(ctx context.Context, p Pod) error {
+	uid := types.UID(p.UID)
+	bg := metav1.DeletePropagationBackground
+	err := k.CS.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &bg})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// PodsOfJob lists the pods labelled for jobID (claimed or cold).
+func (k *Kube) PodsOfJob(ctx context.Context, jobID string) ([]Pod, error) {
+	list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.Set{LabelJob: jobID}.String()})
+	if err != nil {
+		return nil, err
+	}
+	var out []Pod
+	for _, p := range list.Items {
+		out = append(out, Pod{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), Pool: p.Labels[LabelPool]})
+	}
+	return out, nil
+}
+
+// Exec runs argv in the pod's warmpod container as `kubectl exec` does:
+// a WebSocket stream (the v5 channel protocol) with a fallback to SPDY
+// when the API server or a proxy refuses the upgrade. stdin may be nil.
+// It returns the command's exit code, or an error when the stream failed
+// (then the command's fate is unknown).
+func (k *Kube) Exec(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	req := k.CS.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.Namespace).Name(p.Name).
+		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
+		Container: p.Container, Command: argv,
+		Stdin: stdin != nil, Stdout: stdout != nil, Stderr: stderr != nil,
+	}, scheme.ParameterCodec)
+	ws, err := remotecommand.NewWebSocketExecutor(k.Config, http.MethodGet, req.URL().String())
+	if err != nil {
+		return -1, err
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(k.Config, http.MethodPost, req.URL())
+	if err != nil {
+		return -1, err
+	}
+	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
+	if err != nil {
+		return -1, err
+	}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	var ee utilexec.ExitError
+	if errors.As(err, &ee) && ee.Exited() {
+		return ee.ExitStatus(), nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	return 0, nil
+}

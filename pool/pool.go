@@ -1,0 +1,231 @@
+// Package pool is the Kubernetes side of the GitLab Runner driver: warm
+// pools read from a Deployment manifest, the claim of one Ready idle pod
+// with the API server's optimistic concurrency as the only arbiter, the
+// cold fallback from the same template, and exec into a pod the way
+// kubectl does it (WebSocket, SPDY fallback), all with client-go.
+//
+// A pool is a Deployment whose pod template carries the labels
+// warmpod.dev/pool=NAME and warmpod.dev/state=idle (its selector) and
+// warmpod.dev/config=HASH. A claim changes state to "claimed" with the
+// pod's resourceVersion as a precondition: of many runners patching the
+// same pod, the API server lets exactly one win (409 Conflict for the
+// others, which try the next pod). The changed label takes the pod out of
+// the ReplicaSet's selector, so the ReplicaSet releases it and starts a
+// replacement at once: the pool refills itself, and `kubectl scale` or an
+// HPA sets how many warm pods there are.
+package pool
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// Label keys of pool pods.
+const (
+	// LabelPool names the pool (the Deployment) a pod was made for.
+	LabelPool = "warmpod.dev/pool"
+	// LabelState is "idle" for a pod the ReplicaSet owns and a runner may
+	// claim, "claimed" once a runner has it.
+	LabelState = "warmpod.dev/state"
+	// LabelConfig is the pod template's hash ([Hash]): a pod made from an
+	// older template is never claimed. warmpod reads it through the
+	// downward API as --config-hash, so its own lease refuses a job of
+	// another configuration too (exit 75).
+	LabelConfig = "warmpod.dev/config"
+	// LabelJob is the CI job a claimed or cold pod runs.
+	LabelJob = "warmpod.dev/job"
+	// AnnotationBin is the warmpod binary's path in the container, when
+	// the container's command[0] does not say (default: "warmpod" on PATH).
+	AnnotationBin = "warmpod.dev/bin"
+)
+
+// Label values of LabelState.
+const (
+	StateIdle    = "idle"
+	StateClaimed = "claimed"
+)
+
+// Pool is one warm pool: a Deployment of the manifest.
+type Pool struct {
+	// Name is the Deployment's name and the pods' LabelPool value.
+	Name string
+	// Image is the image of the container that runs warmpod: jobs whose
+	// image: is this one run on this pool.
+	Image string
+	// Container is the name of that container.
+	Container string
+	// Bin is the warmpod binary's path in that container.
+	Bin string
+	// Hash is [Hash] of the template, the pods' LabelConfig value.
+	Hash string
+	// Template is the pod template, labels included.
+	Template corev1.PodTemplateSpec
+}
+
+// Set is the pools of a manifest; the first is the default, whose
+// template makes cold pods for images that have no pool.
+type Set struct {
+	Pools []Pool
+}
+
+// ErrManifest is returned for a manifest that holds no usable pool.
+var ErrManifest = errors.New("pool manifest")
+
+// Load reads the pools from a YAML or JSON file holding one or more
+// Deployments (other kinds, such as a ServiceAccount or Role applied from
+// the same file, are skipped). Errors wrap [ErrManifest]: no Deployment, a
+// Deployment without the pool labels in its template, or no container
+// that runs warmpod.
+func Load(file string) (*Set, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return Parse(f)
+}
+
+// Parse is [Load] on a reader.
+func Parse(r io.Reader) (*Set, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(r, 64<<10)
+	set := &Set{}
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+		}
+		raw = bytes.TrimSpace(raw)
+		if len(raw) == 0 || string(raw) == "null" {
+			continue
+		}
+		var meta struct {
+			Kind string `json:"kind"`
+		}
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrManifest, err)
+		}
+		if meta.Kind != "Deployment" {
+			continue
+		}
+		var d appsv1.Deployment
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, fmt.Errorf("%w: Deployment: %v", ErrManifest, err)
+		}
+		p, err := fromDeployment(&d)
+		if err != nil {
+			return nil, err
+		}
+		set.Pools = append(set.Pools, p)
+	}
+	if len(set.Pools) == 0 {
+		return nil, fmt.Errorf("%w: no Deployment", ErrManifest)
+	}
+	return set, nil
+}
+
+func fromDeployment(d *appsv1.Deployment) (Pool, error) {
+	t := d.Spec.Template
+	name := t.Labels[LabelPool]
+	if name == "" || t.Labels[LabelState] != StateIdle {
+		return Pool{}, fmt.Errorf("%w: Deployment %q: its pod template needs the labels %s=NAME and %s=%s", ErrManifest, d.Name, LabelPool, LabelState, StateIdle)
+	}
+	sel := d.Spec.Selector
+	if sel == nil || sel.MatchLabels[LabelPool] != name || sel.MatchLabels[LabelState] != StateIdle {
+		return Pool{}, fmt.Errorf("%w: Deployment %q: its selector must match %s=%s and %s=%s, so that a claimed pod leaves the ReplicaSet", ErrManifest, d.Name, LabelPool, name, LabelState, StateIdle)
+	}
+	c := warmpodContainer(&t.Spec)
+	if c == nil {
+		return Pool{}, fmt.Errorf("%w: Deployment %q: no container runs warmpod (command[0] named warmpod, or the %s annotation)", ErrManifest, d.Name, AnnotationBin)
+	}
+	p := Pool{Name: name, Image: c.Image, Container: c.Name, Bin: binOf(&t, c), Template: *t.DeepCopy()}
+	p.Hash = Hash(&p.Template)
+	if p.Template.Labels == nil {
+		p.Template.Labels = map[string]string{}
+	}
+	p.Template.Labels[LabelConfig] = p.Hash
+	return p, nil
+}
+
+// warmpodContainer is the container whose command[0] is a warmpod binary,
+// else the first container.
+func warmpodContainer(spec *corev1.PodSpec) *corev1.Container {
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		if len(c.Command) > 0 && path.Base(c.Command[0]) == "warmpod" {
+			return c
+		}
+	}
+	if len(spec.Containers) > 0 {
+		return &spec.Containers[0]
+	}
+	return nil
+}
+
+func binOf(t *corev1.PodTemplateSpec, c *corev1.Container) string {
+	if b := t.Annotations[AnnotationBin]; b != "" {
+		return b
+	}
+	if len(c.Command) > 0 && path.Base(c.Command[0]) == "warmpod" {
+		return c.Command[0]
+	}
+	return "warmpod"
+}
+
+// Hash is the configuration hash of a pod template: the first 32 hex
+// digits of the SHA-256 of its JSON form without the LabelConfig label
+// (encoding/json writes struct fields in order and map keys sorted, so
+// equal templates hash equally). Put it in the template as LabelConfig
+// (`warmpod-gitlab pool-hash FILE` prints it): the driver claims only pods
+// that carry the hash of the template it would use for a cold pod.
+func Hash(t *corev1.PodTemplateSpec) string {
+	c := t.DeepCopy()
+	delete(c.Labels, LabelConfig)
+	if len(c.Labels) == 0 {
+		c.Labels = nil
+	}
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// ForImage picks the pool for a job's image: the pool whose warmpod
+// container runs that image (the default pool, the first, when image is
+// empty). With no such pool it returns the default pool with the image
+// swapped into a copy of its template (and the hash recomputed) and
+// warm=false: that job gets a cold pod of its own image, which works
+// because the template installs warmpod from an init container.
+func (s *Set) ForImage(image string) (p Pool, warm bool) {
+	if image == "" {
+		return s.Pools[0], true
+	}
+	for _, p := range s.Pools {
+		if p.Image == image {
+			return p, true
+		}
+	}
+	p = s.Pools[0]
+	p.Template = *p.Template.DeepCopy()
+	for i := range p.Template.Spec.Containers {
+		if p.Template.Spec.Containers[i].Name == p.Container {
+			p.Template.Spec.Containers[i].Image = image
+		}
+	}
+	p.Image = image
+	p.Hash = Hash(&p.Template)
+	p.Template.Labels[LabelConfig] = p.Hash
+	return p, false
+}
