@@ -277,11 +277,12 @@ type terminatedState struct {
 
 type pod struct {
 	Metadata struct {
-		Name              string     `json:"name"`
-		UID               string     `json:"uid"`
-		ResourceVersion   string     `json:"resourceVersion"`
-		DeletionTimestamp *time.Time `json:"deletionTimestamp"`
-		Finalizers        []string   `json:"finalizers"`
+		Name              string            `json:"name"`
+		UID               string            `json:"uid"`
+		ResourceVersion   string            `json:"resourceVersion"`
+		DeletionTimestamp *time.Time        `json:"deletionTimestamp"`
+		Finalizers        []string          `json:"finalizers"`
+		Labels            map[string]string `json:"labels"`
 	} `json:"metadata"`
 	Status struct {
 		Phase      string `json:"phase"`
