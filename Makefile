@@ -4,6 +4,7 @@ GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 BIN       := bin/warmpod
+DRIVER    := bin/warmpod-gitlab
 PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 
 .PHONY: help build test unit e2e demo deps vet size image clean
@@ -11,9 +12,10 @@ PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## static, stripped binary with a version stamp → bin/warmpod
+build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1), bin/warmpod-gitlab (driver)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/warmpod
-	@ls -l $(BIN) | awk '{print "built", $$NF, $$5, "bytes"}'
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DRIVER) ./cmd/warmpod-gitlab
+	@ls -l $(BIN) $(DRIVER) | awk '{print "built", $$NF, $$5, "bytes"}'
 
 deps: ## install what the tests need (Debian: runc, busybox-static, the anchor inits)
 	@missing=""; for p in $(PKGS_DEB); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -61,7 +63,13 @@ KUBE_STATE ?= /var/lib/kube-e2e/state
 CTR_SOCK   ?= $(KUBE_STATE)/containerd/containerd.sock
 BUSYBOX    ?= /bin/busybox
 
-.PHONY: image-tar e2e-kube
+GLR_DIR    ?= $(SHARED)/gitlab-runner
+
+.PHONY: image-tar e2e-kube gitlab-runner bench-kube
+
+gitlab-runner: ## build the real GitLab Runner + mock coordinator of ../shared/gitlab-runner (cached under /var/tmp/glr)
+	@test -x $(GLR_DIR)/build.sh || { echo "$(GLR_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
+	$(GLR_DIR)/build.sh
 
 image-tar: build ## OCI image (busybox-static + warmpod) → bin/warmpod-image.tar
 	@test -x $(BUSYBOX) || { echo "image-tar: $(BUSYBOX) missing (apt-get install busybox-static)"; exit 1; }
@@ -78,14 +86,24 @@ image-tar: build ## OCI image (busybox-static + warmpod) → bin/warmpod-image.t
 	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT) $(IMAGE) $(IMAGE_TAR) '["/usr/local/bin/warmpod"]'
 	rm -rf $(IMAGE_ROOT)
 
-e2e-kube: image-tar ## Kubernetes end-to-end tests (starts ../shared/kube-e2e when KUBECONFIG is unset)
+e2e-kube: image-tar gitlab-runner ## Kubernetes end-to-end tests, GitLab Runner jobs included (starts ../shared/kube-e2e when KUBECONFIG is unset)
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
 	fi; \
 	echo "KUBECONFIG=$$KUBECONFIG"; \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
-	WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -tags kube -count=1 -v -timeout 40m ./e2e/kube/
+	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) GLR_DIR=$(GLR_DIR) \
+	  $(GO) test -tags kube -count=1 -v -timeout 50m ./e2e/kube/
+
+bench-kube: image-tar gitlab-runner ## GitLab Runner job overhead, warm pool vs cold pod, 20 jobs each (real cluster) → bench/results.md section
+	@set -e; \
+	if [ -z "$$KUBECONFIG" ]; then \
+	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
+	fi; \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
+	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) GLR_DIR=$(GLR_DIR) WARMPOD_KUBE_BENCH=$(CURDIR)/bench/gitlab-kube.md \
+	  $(GO) test -tags kube -count=1 -v -timeout 50m -run TestGitLabOverheadBench ./e2e/kube/
 
 # ---- benchmarks: bench/ (results in bench/results.md, bench/results.json, bench/micro.txt) ----
 .PHONY: bench

@@ -1,0 +1,222 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+const manifest = `
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: skipped}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: alpine}
+spec:
+  replicas: 3
+  selector: {matchLabels: {warmpod.dev/pool: alpine, warmpod.dev/state: idle}}
+  template:
+    metadata:
+      labels: {warmpod.dev/pool: alpine, warmpod.dev/state: idle, warmpod.dev/config: "%s"}
+    spec:
+      initContainers:
+      - {name: install, image: warmpod:1, command: [/warmpod, install, /wp]}
+      containers:
+      - {name: sidecar, image: busybox}
+      - {name: build, image: alpine:3.20, command: [/wp/warmpod], args: [--max-jobs=1]}
+`
+
+func TestParse(t *testing.T) {
+	set, err := Parse(strings.NewReader(fmt.Sprintf(manifest, "stale")))
+	require.NoError(t, err)
+	require.Len(t, set.Pools, 1)
+	p := set.Pools[0]
+	assert.Equal(t, "alpine", p.Name)
+	assert.Equal(t, "alpine:3.20", p.Image)
+	assert.Equal(t, "build", p.Container)
+	assert.Equal(t, "/wp/warmpod", p.Bin)
+	assert.Len(t, p.Hash, 32)
+	assert.Equal(t, p.Hash, p.Template.Labels[LabelConfig], "the template carries the computed hash, not the file's")
+
+	// The hash ignores the label's own value and changes with the template.
+	again, err := Parse(strings.NewReader(fmt.Sprintf(manifest, p.Hash)))
+	require.NoError(t, err)
+	assert.Equal(t, p.Hash, again.Pools[0].Hash)
+	other, err := Parse(strings.NewReader(strings.Replace(fmt.Sprintf(manifest, p.Hash), "--max-jobs=1", "--max-jobs=2", 1)))
+	require.NoError(t, err)
+	assert.NotEqual(t, p.Hash, other.Pools[0].Hash)
+}
+
+func TestParseRefuses(t *testing.T) {
+	for name, doc := range map[string]string{
+		"no deployment":  "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: x}\n",
+		"no pool labels": strings.Replace(fmt.Sprintf(manifest, "h"), "warmpod.dev/pool: alpine, warmpod.dev/state: idle, ", "", 1),
+		"selector keeps claimed pods": strings.Replace(fmt.Sprintf(manifest, "h"),
+			"selector: {matchLabels: {warmpod.dev/pool: alpine, warmpod.dev/state: idle}}", "selector: {matchLabels: {warmpod.dev/pool: alpine}}", 1),
+		"not yaml": "kind: [",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(doc))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrManifest)
+		})
+	}
+}
+
+// The manifests in deploy/ carry the hash of their own template, so the
+// pods they make are the ones the driver claims.
+func TestDeployManifestsCarryTheirHash(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	for _, f := range []string{"deploy/pool.yaml", "deploy/kube-e2e/pool.yaml"} {
+		set, err := Load(filepath.Join(filepath.Dir(file), "..", f))
+		require.NoError(t, err, f)
+		for i, p := range set.Pools {
+			assert.Equal(t, p.Hash, fileLabel(t, filepath.Join(filepath.Dir(file), "..", f), i),
+				"%s: pool %s: put %s: %q in its template (warmpod-gitlab --pools %s pool-hash)", f, p.Name, LabelConfig, p.Hash, f)
+		}
+	}
+}
+
+// fileLabel is the LabelConfig value written in the i-th Deployment of file.
+func fileLabel(t *testing.T, file string, i int) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var vals []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), LabelConfig+":"); ok {
+			vals = append(vals, strings.Trim(strings.TrimSpace(v), `"`))
+		}
+	}
+	require.Greater(t, len(vals), i, "%s has no %s label", file, LabelConfig)
+	return vals[i]
+}
+
+func TestForImage(t *testing.T) {
+	set, err := Parse(strings.NewReader(fmt.Sprintf(manifest, "h")))
+	require.NoError(t, err)
+	p, warm := set.ForImage("")
+	assert.True(t, warm)
+	assert.Equal(t, "alpine", p.Name)
+	_, warm = set.ForImage("alpine:3.20")
+	assert.True(t, warm)
+	q, warm := set.ForImage("golang:1.26")
+	assert.False(t, warm)
+	assert.Equal(t, "golang:1.26", q.Template.Spec.Containers[1].Image)
+	assert.Equal(t, "busybox", q.Template.Spec.Containers[0].Image, "only warmpod's container changes")
+	assert.NotEqual(t, p.Hash, q.Hash)
+	assert.Equal(t, q.Hash, q.Template.Labels[LabelConfig])
+	assert.Equal(t, "alpine:3.20", set.Pools[0].Template.Spec.Containers[1].Image, "the pool itself is unchanged")
+}
+
+func readyPod(name, rv string, ready bool) *corev1.Pod {
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ci", ResourceVersion: rv, UID: types.UID("uid-" + name),
+			Labels: map[string]string{LabelPool: "alpine", LabelState: StateIdle, LabelConfig: "h"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}},
+	}
+}
+
+// conflictOnStaleRV makes the fake API server refuse a patch whose
+// metadata.resourceVersion is not the object's, as the real one does.
+func conflictOnStaleRV(cs *fake.Clientset) {
+	var mu sync.Mutex
+	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		pa := a.(k8stesting.PatchAction)
+		mu.Lock()
+		defer mu.Unlock()
+		obj, err := cs.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, pa.GetNamespace(), pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		cur := obj.(*corev1.Pod)
+		var patch struct {
+			Metadata struct {
+				ResourceVersion string            `json:"resourceVersion"`
+				Labels          map[string]string `json:"labels"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
+			return true, nil, err
+		}
+		if patch.Metadata.ResourceVersion != cur.ResourceVersion {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, cur.Name, fmt.Errorf("the object has been modified"))
+		}
+		next := cur.DeepCopy()
+		for k, v := range patch.Metadata.Labels {
+			next.Labels[k] = v
+		}
+		next.ResourceVersion = cur.ResourceVersion + "1"
+		if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, next, cur.Namespace); err != nil {
+			return true, nil, err
+		}
+		return true, next, nil
+	})
+}
+
+func TestClaimWarmEachPodOnce(t *testing.T) {
+	cs := fake.NewClientset(readyPod("a", "1", true), readyPod("b", "1", true), readyPod("c", "1", false))
+	conflictOnStaleRV(cs)
+	k := &Kube{CS: cs, Namespace: "ci"}
+	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
+
+	var mu sync.Mutex
+	got := map[string]int{}
+	none := 0
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pod, err := k.ClaimWarm(context.Background(), p, fmt.Sprint(100+i), 0)
+			assert.NoError(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			if pod == nil {
+				none++
+				return
+			}
+			got[pod.Name]++
+			assert.True(t, pod.Warm)
+			assert.Equal(t, "/wp/warmpod", pod.Bin)
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, map[string]int{"a": 1, "b": 1}, got, "each Ready pod claimed exactly once; the unready one never")
+	assert.Equal(t, 8, none)
+	a, err := cs.CoreV1().Pods("ci").Get(context.Background(), "a", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, StateClaimed, a.Labels[LabelState])
+	assert.NotEmpty(t, a.Labels[LabelJob])
+}
+
+func TestPodReady(t *testing.T) {
+	p := readyPod("a", "1", true)
+	assert.True(t, PodReady(p))
+	p.DeletionTimestamp = &metav1.Time{}
+	assert.False(t, PodReady(p), "a pod being deleted is not claimable")
+	assert.False(t, PodReady(readyPod("b", "1", false)))
+}
