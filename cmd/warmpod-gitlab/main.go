@@ -10,10 +10,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/warmpod/warmpod/internal/flagenv"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -55,7 +55,7 @@ func run(args []string) int {
 		}
 		return 2
 	}
-	if err := envTwins(fs); err != nil {
+	if err := flagenv.Apply(fs, "WARMPOD_GITLAB_"); err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
 		return 2
 	}
@@ -145,25 +145,4 @@ func newKube(kubeconfig, namespace string) (*pool.Kube, error) {
 		return nil, err
 	}
 	return &pool.Kube{CS: cs, Config: rc, Namespace: namespace}, nil
-}
-
-// envTwins gives every flag not set on the command line the value of its
-// WARMPOD_GITLAB_* environment variable (--pools ⇐ WARMPOD_GITLAB_POOLS):
-// GitLab Runner's config.toml can set either.
-func envTwins(fs *flag.FlagSet) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
-			return
-		}
-		name := "WARMPOD_GITLAB_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok {
-			if e := f.Value.Set(v); e != nil {
-				err = fmt.Errorf("%s=%q: %v", name, v, e)
-			}
-		}
-	})
-	return err
 }

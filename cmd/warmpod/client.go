@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/warmpod/warmpod/internal/flagenv"
 	"io"
 	"os"
 	"os/exec"
@@ -57,7 +58,7 @@ func parseClient(fs *flag.FlagSet, args []string) bool {
 	if err := fs.Parse(args); err != nil {
 		return false
 	}
-	if err := envTwins(fs); err != nil {
+	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod:", err)
 		return false
 	}

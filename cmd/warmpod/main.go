@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/warmpod/warmpod/internal/flagenv"
 	"io"
 	"math"
 	"net"
@@ -55,26 +56,6 @@ func run(args []string) int {
 	return pid1(args)
 }
 
-// envTwins gives every flag not set on the command line the value of its
-// WARMPOD_* environment variable (--idle-timeout ⇐ WARMPOD_IDLE_TIMEOUT).
-func envTwins(fs *flag.FlagSet) error {
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	var err error
-	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
-			return
-		}
-		name := "WARMPOD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v, ok := os.LookupEnv(name); ok {
-			if e := f.Value.Set(v); e != nil {
-				err = fmt.Errorf("%s=%q: %v", name, v, e)
-			}
-		}
-	})
-	return err
-}
-
 type pid1Flags struct {
 	idleTimeout, grace, readyMargin time.Duration
 	probeAddr, socket, stdio        string
@@ -117,7 +98,7 @@ func pid1(args []string) int {
 		}
 		return control.ExitUsage
 	}
-	if err := envTwins(fs); err != nil {
+	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod:", err)
 		return control.ExitUsage
 	}
