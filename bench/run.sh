@@ -35,3 +35,9 @@ done
 bin/bench/benchrun -warmpod bin/warmpod -out bench -root . \
   -load-at-start "$LOAD_AT_START" -make-start "$START" "$@"
 echo "bench: make bench took $(( $(date +%s) - START )) s; results in bench/results.md, bench/results.json, bench/micro.txt"
+# The GitLab Runner figures come from the real cluster (make bench-kube), kept
+# in their own file; carry them into results.md so it stays the one summary.
+if [ -s bench/gitlab-kube.md ]; then
+  printf '\n## GitLab Runner on warm pods vs cold pods (make bench-kube, real cluster; bench/gitlab-kube.md)\n\n' >> bench/results.md
+  cat bench/gitlab-kube.md >> bench/results.md
+fi
