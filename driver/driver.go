@@ -188,6 +188,9 @@ func (d *Driver) Prepare(ctx context.Context) error {
 		return sysErr("no pool manifest (--pools)")
 	}
 	p, hasPool := d.Cfg.Pools.ForImage(job.Image)
+	if hasPool && p.FileHash != p.Hash {
+		fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it\n", pool.LabelConfig, p.FileHash, p.Hash)
+	}
 	for attempt := 0; attempt < 5; attempt++ {
 		var pod *pool.Pod
 		if hasPool {
@@ -218,13 +221,13 @@ func (d *Driver) Prepare(ctx context.Context) error {
 			return nil
 		}
 		d.deletePod(ctx, *pod)
-		if err != nil {
-			return sysErr("job start on pod %s: %v", pod.Name, err)
-		}
-		if code != 75 {
+		if err == nil && code != 75 && code != 69 {
 			return sysErr("job start on pod %s: exit %d: %s", pod.Name, code, msg)
 		}
-		fmt.Fprintf(d.Stdout, "warmpod: pod %s refused the job (%s): trying another\n", pod.Name, msg)
+		if err != nil {
+			msg = err.Error()
+		}
+		fmt.Fprintf(d.Stdout, "warmpod: pod %s did not take the job (%s): trying another\n", pod.Name, msg)
 	}
 	return sysErr("no pod took the job after 5 tries")
 }
@@ -253,11 +256,16 @@ type jobSpec struct {
 // and cleanup after it.
 const leaseMargin = 10 * time.Minute
 
+// maxLease is the longest job timeout warmpod's job start accepts.
+const maxLease = 168 * time.Hour
+
 func (d *Driver) startJob(ctx context.Context, job Job, pod pool.Pod) (int, string, error) {
 	timeout := job.Timeout
 	if timeout <= 0 {
 		timeout = time.Hour
 	}
+	// warmpod refuses a lease longer than 168 h (65).
+	timeout = min(timeout, maxLease-leaseMargin)
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
 	spec := jobSpec{ID: job.ID, Nonce: hex.EncodeToString(nonce), Token: job.Token,
@@ -278,6 +286,8 @@ func (d *Driver) startJob(ctx context.Context, job Job, pod pool.Pod) (int, stri
 // stageLine is a JSON line that `warmpod job stage` writes on stderr.
 type stageLine struct {
 	Stage    string     `json:"stage"`
+	LogStart int64      `json:"log_start"`
+	LogEnd   *int64     `json:"log_end"`
 	Running  bool       `json:"running"`
 	ExitCode *int       `json:"exit_code"`
 	Signal   string     `json:"signal"`
@@ -318,22 +328,37 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 	digest := hex.EncodeToString(sum[:])
 
 	var cancelOnce sync.Once
-	cancelDone := make(chan struct{})
+	runDone := make(chan struct{})
+	defer close(runDone)
 	go func() {
 		select {
 		case <-term:
 		case <-ctx.Done():
 			return
+		case <-runDone:
+			return
 		}
 		cancelOnce.Do(func() {
-			defer close(cancelDone)
 			fmt.Fprintf(d.Stderr, "warmpod: cancelling stage %s in pod %s\n", stage, st.Pod.Name)
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 			defer cancel()
-			var errb bytes.Buffer
-			code, err := d.Cluster.Exec(cctx, st.Pod, []string{st.Pod.Bin, "job", "cancel", "--job", job.ID, "--stage", name}, nil, io.Discard, &errb)
-			if err != nil || code != 0 {
-				fmt.Fprintf(d.Stderr, "warmpod: cancel of stage %s: exit %d %v %s\n", stage, code, err, strings.TrimSpace(errb.String()))
+			// The stage may not be registered (69) or started (75) yet
+			// when the signal comes: ask again until PID 1 has cancelled
+			// it, or the stage has ended on its own (Run returned).
+			for {
+				var errb bytes.Buffer
+				code, err := d.Cluster.Exec(cctx, st.Pod, []string{st.Pod.Bin, "job", "cancel", "--job", job.ID, "--stage", name}, nil, io.Discard, &errb)
+				if err == nil && code == 0 {
+					return
+				}
+				select {
+				case <-runDone:
+					return
+				case <-cctx.Done():
+					fmt.Fprintf(d.Stderr, "warmpod: cancel of stage %s: exit %d %v %s\n", stage, code, err, strings.TrimSpace(errb.String()))
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
 			}
 		})
 	}()
@@ -350,9 +375,14 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 		code, err := d.Cluster.Exec(ctx, st.Pod, argv, stdin, out, errs)
 		stdin.close()
 		errs.flush()
-		if f := errs.final(); f != nil {
+		if f := errs.final(out.n); f != nil {
 			final = f
 			break
+		}
+		if err == nil && len(errs.lines) > 0 {
+			// The call ran the stage but ended before all its output
+			// arrived: reattach.
+			err = fmt.Errorf("the stream ended %d bytes into the stage's output", out.n)
 		}
 		if err == nil {
 			// warmpod's own error (usage, no job, bad script, no shell):
@@ -397,7 +427,11 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		code, err := d.Cluster.Exec(cctx, st.Pod, []string{st.Pod.Bin, "job", "end", "--job", job.ID}, nil, io.Discard, &errb)
 		cancel()
-		if err != nil || (code != 0 && code != 69) {
+		// Any failure, 69 included (PID 1 unreachable, or a restarted
+		// container without the job), leaves a single-use pod that
+		// nobody will use again: delete it rather than wait for its idle
+		// deadline.
+		if err != nil || code != 0 {
 			fmt.Fprintf(d.Stderr, "warmpod: job end in pod %s: exit %d %v %s: deleting the pod\n", st.Pod.Name, code, err, strings.TrimSpace(errb.String()))
 			d.deletePod(ctx, st.Pod)
 		}
@@ -493,11 +527,19 @@ func (p *stderrParser) flush() {
 	}
 }
 
-// final is the stage's final status line, if the call printed it.
-func (p *stderrParser) final() *stageLine {
+// final is the stage's final status line, if the call printed it and the
+// trace holds all of the stage's output (received bytes, over every
+// attempt, reach log_end − log_start): a stream that broke after the
+// status line but before the last output bytes is reattached, not taken
+// for the end.
+func (p *stderrParser) final(received int64) *stageLine {
 	for i := len(p.lines) - 1; i >= 0; i-- {
-		if !p.lines[i].Running && p.lines[i].ExitCode != nil {
-			return &p.lines[i]
+		l := &p.lines[i]
+		if !l.Running && l.ExitCode != nil {
+			if l.LogEnd != nil && received < *l.LogEnd-l.LogStart {
+				return nil
+			}
+			return l
 		}
 	}
 	return nil

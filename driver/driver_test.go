@@ -150,7 +150,7 @@ func TestPrepareRefusedPodIsDeletedAndNextTried(t *testing.T) {
 	d, out, _ := newDriver(t, fc, nil)
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Equal(t, []string{"w1"}, fc.deleted)
-	assert.Contains(t, out.String(), "pod w1 refused the job")
+	assert.Contains(t, out.String(), "pod w1 did not take the job")
 	assert.Contains(t, out.String(), "runs on warm pod w2")
 }
 
@@ -171,7 +171,7 @@ func TestPrepareErrorsAreSystemFailures(t *testing.T) {
 	err := d.Prepare(context.Background())
 	var se *SystemError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, []string{"cold-1"}, fc.deleted, "a pod that could not take the job is not left behind")
+	assert.Equal(t, []string{"cold-1", "cold-2", "cold-3", "cold-4", "cold-5"}, fc.deleted, "each pod that could not take the job is deleted, the next tried, five at most")
 
 	d2, _, _ := newDriver(t, &fakeCluster{}, nil)
 	delete(d2.Env, "CUSTOM_ENV_CI_JOB_ID")
@@ -247,6 +247,29 @@ func TestRunReattachesAfterABrokenStream(t *testing.T) {
 	require.NoError(t, d.Run(context.Background(), script, "build_script", nil))
 	assert.Equal(t, "line-1\nline-2\n", out.String())
 	assert.Contains(t, errb.String(), "reattaching at byte 9")
+}
+
+// A stream that ends after the final status line but before the last
+// output bytes is reattached, not taken for the end.
+func TestRunReattachesWhenOutputIsShort(t *testing.T) {
+	fc := &fakeCluster{}
+	d, out, _, script := prepared(t, fc)
+	calls := 0
+	fc.exec = func(argv []string, _ []byte, stdout, stderr io.Writer) (int, error) {
+		calls++
+		if calls == 1 {
+			io.WriteString(stdout, "abc")
+			fmt.Fprintln(stderr, `{"stage":"x","running":false,"exit_code":0,"log_start":10,"log_end":16}`)
+			return -1, errors.New("reset")
+		}
+		assert.Equal(t, "3", argv[len(argv)-1])
+		io.WriteString(stdout, "def")
+		fmt.Fprintln(stderr, `{"stage":"x","running":false,"exit_code":0,"log_start":10,"log_end":16}`)
+		return 0, nil
+	}
+	require.NoError(t, d.Run(context.Background(), script, "build_script", nil))
+	assert.Equal(t, "abcdef", out.String())
+	assert.Equal(t, 2, calls)
 }
 
 func TestRunGivesUpAfterRetries(t *testing.T) {

@@ -69,6 +69,10 @@ type Pool struct {
 	Bin string
 	// Hash is [Hash] of the template, the pods' LabelConfig value.
 	Hash string
+	// FileHash is the LabelConfig value written in the manifest: when it
+	// differs from Hash the manifest was edited without its new hash, and
+	// the pods applied from it are never claimed (the driver warns).
+	FileHash string
 	// Template is the pod template, labels included.
 	Template corev1.PodTemplateSpec
 }
@@ -151,7 +155,7 @@ func fromDeployment(d *appsv1.Deployment) (Pool, error) {
 	if c == nil {
 		return Pool{}, fmt.Errorf("%w: Deployment %q: no container runs warmpod (command[0] named warmpod, or the %s annotation)", ErrManifest, d.Name, AnnotationBin)
 	}
-	p := Pool{Name: name, Image: c.Image, Container: c.Name, Bin: binOf(&t, c), Template: *t.DeepCopy()}
+	p := Pool{Name: name, Image: c.Image, Container: c.Name, Bin: binOf(&t, c), Template: *t.DeepCopy(), FileHash: t.Labels[LabelConfig]}
 	p.Hash = Hash(&p.Template)
 	if p.Template.Labels == nil {
 		p.Template.Labels = map[string]string{}

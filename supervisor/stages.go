@@ -87,6 +87,11 @@ var stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // Errors: 69 no job; 65 bad name, empty argv, or a name already used
 // (with another digest, or none).
 func (s *Supervisor) StartStage(name string, argv []string, dir, digest string) control.Response {
+	// opMu orders a stage start against job end, cancel and expiry: a
+	// stage never starts from an environment being wiped, nor after the
+	// clean-up that should have killed it.
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
 	s.mu.Lock()
 	j := s.job
 	s.mu.Unlock()
@@ -291,8 +296,9 @@ func isSHA256Hex(v string) bool {
 // the same pod. A daemon that left the stage's session and was re-parented
 // to PID 1 is not reachable from the stage any more; job end kills it.
 // It waits (bounded by grace plus 2 s) for the stage to be reaped and
-// returns its status. Errors: 69 no job or no such stage; 75 jobID names
-// another job.
+// returns its status. The grace is capped at PID 1's --grace. Errors: 69
+// no job or no such stage; 75 jobID names another job, or the stage is
+// still being started (retry).
 func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Duration) control.Response {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
@@ -313,6 +319,13 @@ func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Durati
 	s.mu.Lock()
 	leader, running := st.pid, st.running
 	s.mu.Unlock()
+	if running && leader <= 1 {
+		// Registered but not forked yet: the caller asks again.
+		return control.Response{Code: control.ExitTempFail, Error: fmt.Sprintf("stage %q is starting: retry", name)}
+	}
+	// A caller's grace never holds the job's other operations longer
+	// than PID 1's own --grace.
+	grace = min(grace, s.cfg.Grace)
 	n := 0
 	if running && leader > 1 {
 		members := map[int]bool{}
