@@ -347,9 +347,12 @@ func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Durati
 			}
 		}
 		members[leader] = true
-		// Only the processes found now are the stage's: a PID reused later
-		// by another process is never signalled.
-		n = s.procs.terminate(func(p idle.Proc) bool { return !members[p.PID] || keep[p.PID] }, grace)
+		// The stage's processes are those found now and, at every round
+		// of signals, any process of the stage's session (a trap or a
+		// make -j child forked after the first look). A daemon that left
+		// the session after the first look is not the stage's any more;
+		// job end kills it.
+		n = s.procs.terminate(func(p idle.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, grace)
 		s.reaper.Reap()
 	}
 	select {

@@ -132,15 +132,8 @@ func jobStage(args []string) int {
 	}
 	_, _ = os.Stderr.Write(append(resp.Data, '\n'))
 
-	renew := func() {
-		if executorGone.Load() {
-			return
-		}
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		_, _ = control.Call(rctx, *sock, &control.Request{Op: control.OpJobRenew, Job: resp.Job})
-	}
-	final, err := streamStage(ctx, *sock, resp.Job, st.LogPath, view, *offset, os.Stdout, renew)
+	live := func() bool { return !executorGone.Load() }
+	final, err := streamStage(ctx, *sock, resp.Job, st.LogPath, view, *offset, os.Stdout, live)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod: job stage:", err)
 		return control.ExitIOErr
@@ -224,10 +217,27 @@ func detectShell() string {
 // the job log, to out as it is written, and returns the stage's final
 // status once it has ended and every byte up to LogEnd was written. The
 // end is learnt from a blocking job.wait, so the call returns as soon as
-// the stage has ended, not a poll later. renew is called about once a
-// second while the stage runs. Errors: a write error of out (the exec
-// stream broke), the log or PID 1 lost.
-func streamStage(ctx context.Context, sock, job, logPath string, view stageView, from int64, out io.Writer, renew func()) (stageView, error) {
+// the stage has ended, not a poll later. While live says the executor is
+// there, the job's lease is renewed about once a second and every call
+// names the job (a call that names it renews it too); once live is false
+// no call names the job, so a client left behind by a dead executor never
+// keeps the job alive. Errors: a write error of out (the exec stream
+// broke), the log or PID 1 lost.
+func streamStage(ctx context.Context, sock, job, logPath string, view stageView, from int64, out io.Writer, live func() bool) (stageView, error) {
+	jobIfLive := func() string {
+		if live() {
+			return job
+		}
+		return ""
+	}
+	renew := func() {
+		if !live() {
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, _ = control.Call(rctx, sock, &control.Request{Op: control.OpJobRenew, Job: job})
+	}
 	f, err := os.Open(logPath)
 	if err != nil {
 		return stageView{}, err
@@ -244,7 +254,7 @@ func streamStage(ctx context.Context, sock, job, logPath string, view stageView,
 	if view.Running {
 		go func() {
 			for {
-				r, err := control.Call(wctx, sock, &control.Request{Op: control.OpJobWait, Job: job, Stage: view.Stage, Duration: "1h"})
+				r, err := control.Call(wctx, sock, &control.Request{Op: control.OpJobWait, Job: jobIfLive(), Stage: view.Stage, Duration: "1h"})
 				if err != nil {
 					ended <- outcome{err: fmt.Errorf("PID 1: %w", err)}
 					return
@@ -294,7 +304,7 @@ func streamStage(ctx context.Context, sock, job, logPath string, view stageView,
 				// written, before this read: PID 1 records the outcome
 				// before it writes the marker, so a stage still running
 				// now means the read holds only the stage's output.
-				v, err := stageStatus(ctx, sock, job, view.Stage)
+				v, err := stageStatus(ctx, sock, jobIfLive(), view.Stage)
 				if err != nil {
 					return stageView{}, err
 				}
