@@ -23,19 +23,19 @@ import (
 // Cluster is what the driver needs of Kubernetes; *pool.Kube is the real
 // one.
 type Cluster interface {
-	// ClaimWarm claims a Ready idle pod of p for jobID within wait; nil
+	// ClaimWarm claims a Ready idle pod of p for owner within wait; nil
 	// when there is none.
-	ClaimWarm(ctx context.Context, p pool.Pool, jobID string, wait time.Duration) (*pool.Pod, error)
+	ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error)
 	// CreateCold creates a pod from p's template and waits until it is
 	// Ready (at most timeout).
-	CreateCold(ctx context.Context, p pool.Pool, jobID string, timeout time.Duration) (pool.Pod, error)
+	CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, timeout time.Duration) (pool.Pod, error)
 	// Exec runs argv in the pod and returns its exit code; an error means
 	// the stream failed and the command's fate is unknown.
 	Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
 	// Delete deletes the pod (uid precondition); gone is no error.
 	Delete(ctx context.Context, p pool.Pod) error
-	// PodsOfJob lists the pods labelled for jobID.
-	PodsOfJob(ctx context.Context, jobID string) ([]pool.Pod, error)
+	// PodsOfJob lists the pods labelled for owner.
+	PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error)
 }
 
 // Config is the driver's configuration (flags of warmpod-gitlab).
@@ -129,10 +129,16 @@ type state struct {
 	Seq int `json:"seq"`
 }
 
-func (d *Driver) statePath(job Job) string {
-	// Job ids are unique per GitLab instance; a runner can serve several.
+// owner names the job's pods: job ids are unique per GitLab instance
+// only, and a runner can serve several.
+func (d *Driver) owner(job Job) pool.Owner {
 	h := sha256.Sum256([]byte(d.Env["CUSTOM_ENV_CI_SERVER_URL"]))
-	return fmt.Sprintf("%s/job-%s-%s.json", d.Cfg.StateDir, job.ID, hex.EncodeToString(h[:4]))
+	return pool.Owner{Job: job.ID, Server: hex.EncodeToString(h[:8])}
+}
+
+func (d *Driver) statePath(job Job) string {
+	o := d.owner(job)
+	return fmt.Sprintf("%s/job-%s-%s.json", d.Cfg.StateDir, o.Job, o.Server)
 }
 
 func (d *Driver) loadState(job Job) (*state, error) {
@@ -194,13 +200,13 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	for attempt := 0; attempt < 5; attempt++ {
 		var pod *pool.Pod
 		if hasPool {
-			if pod, err = d.Cluster.ClaimWarm(ctx, p, job.ID, d.Cfg.WarmWait); err != nil {
+			if pod, err = d.Cluster.ClaimWarm(ctx, p, d.owner(job), d.Cfg.WarmWait); err != nil {
 				return &SystemError{Err: err}
 			}
 		}
 		if pod == nil {
 			fmt.Fprintf(d.Stdout, "warmpod: no warm pod of pool %s is Ready: creating a cold pod (image %s)\n", p.Name, p.Image)
-			cold, err := d.Cluster.CreateCold(ctx, p, job.ID, d.Cfg.ReadyTimeout)
+			cold, err := d.Cluster.CreateCold(ctx, p, d.owner(job), d.Cfg.ReadyTimeout)
 			if err != nil {
 				return &SystemError{Err: err}
 			}
@@ -436,7 +442,7 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 			d.deletePod(ctx, st.Pod)
 		}
 	}
-	if pods, err := d.Cluster.PodsOfJob(ctx, job.ID); err == nil {
+	if pods, err := d.Cluster.PodsOfJob(ctx, d.owner(job)); err == nil {
 		for _, p := range pods {
 			if st == nil || p.UID != st.Pod.UID {
 				d.deletePod(ctx, p)

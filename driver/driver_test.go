@@ -33,7 +33,7 @@ type fakeCluster struct {
 	exec func(argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)
 }
 
-func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ string, _ time.Duration) (*pool.Pod, error) {
+func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration) (*pool.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.warm) == 0 {
@@ -44,7 +44,7 @@ func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ string, _ time
 	return &pod, nil
 }
 
-func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ string, _ time.Duration) (pool.Pod, error) {
+func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration) (pool.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.colds++
@@ -79,7 +79,7 @@ func (f *fakeCluster) Delete(_ context.Context, p pool.Pod) error {
 	return nil
 }
 
-func (f *fakeCluster) PodsOfJob(context.Context, string) ([]pool.Pod, error) { return nil, nil }
+func (f *fakeCluster) PodsOfJob(context.Context, pool.Owner) ([]pool.Pod, error) { return nil, nil }
 
 const manifest = `
 apiVersion: apps/v1

@@ -47,7 +47,7 @@ type Kube struct {
 // Ready in time or failed.
 var ErrNotReady = errors.New("pod not ready")
 
-// ClaimWarm claims one Ready idle pod of pool p for jobID: it lists the
+// ClaimWarm claims one Ready idle pod of pool p for owner: it lists the
 // pool's idle pods of p's configuration, and patches the labels of each
 // Ready one in random order (so concurrent runners spread out) with its
 // resourceVersion as the precondition, until one patch succeeds (409
@@ -55,7 +55,7 @@ var ErrNotReady = errors.New("pod not ready")
 // claimable it lists again every 100 ms until wait has passed. It returns
 // nil when no pod could be claimed within wait (wait 0: one pass). Errors
 // are the API server's, other than conflicts and pods gone meanwhile.
-func (k *Kube) ClaimWarm(ctx context.Context, p Pool, jobID string, wait time.Duration) (*Pod, error) {
+func (k *Kube) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration) (*Pod, error) {
 	deadline := time.Now().Add(wait)
 	sel := labels.Set{LabelPool: p.Name, LabelState: StateIdle, LabelConfig: p.Hash}.String()
 	for {
@@ -71,7 +71,7 @@ func (k *Kube) ClaimWarm(ctx context.Context, p Pool, jobID string, wait time.Du
 		}
 		rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
 		for i := range ready {
-			pod, err := k.claim(ctx, &ready[i], jobID)
+			pod, err := k.claim(ctx, &ready[i], owner)
 			if err == nil {
 				return &Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
 					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true}, nil
@@ -92,13 +92,15 @@ func (k *Kube) ClaimWarm(ctx context.Context, p Pool, jobID string, wait time.Du
 	}
 }
 
-// claim patches pod's labels to claimed-for-jobID, on the condition that
+// claim patches pod's labels to claimed-for-owner, on the condition that
 // the pod is still at the resourceVersion we saw (a JSON merge patch that
 // carries metadata.resourceVersion is refused with 409 when it differs).
-func (k *Kube) claim(ctx context.Context, pod *corev1.Pod, jobID string) (*corev1.Pod, error) {
+func (k *Kube) claim(ctx context.Context, pod *corev1.Pod, owner Owner) (*corev1.Pod, error) {
+	l := owner.Labels()
+	l[LabelState] = StateClaimed
 	patch := map[string]any{"metadata": map[string]any{
 		"resourceVersion": pod.ResourceVersion,
-		"labels":          map[string]string{LabelState: StateClaimed, LabelJob: jobID},
+		"labels":          l,
 	}}
 	b, _ := json.Marshal(patch)
 	return k.CS.CoreV1().Pods(k.Namespace).Patch(ctx, pod.Name, types.MergePatchType, b, metav1.PatchOptions{})
@@ -117,18 +119,20 @@ func PodReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// CreateCold creates a pod for jobID from p's template, labelled claimed
+// CreateCold creates a pod for owner from p's template, labelled claimed
 // from the start (no ReplicaSet selects it), and waits up to timeout for
 // it to be Ready. A pod that fails or is not Ready in time is deleted and
 // [ErrNotReady] returned.
-func (k *Kube) CreateCold(ctx context.Context, p Pool, jobID string, timeout time.Duration) (Pod, error) {
+func (k *Kube) CreateCold(ctx context.Context, p Pool, owner Owner, timeout time.Duration) (Pod, error) {
 	t := p.Template.DeepCopy()
 	pod := &corev1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
 	pod.GenerateName = p.Name + "-cold-"
 	pod.Name = ""
 	pod.Namespace = k.Namespace
 	pod.Labels[LabelState] = StateClaimed
-	pod.Labels[LabelJob] = jobID
+	for k, v := range owner.Labels() {
+		pod.Labels[k] = v
+	}
 	if pod.Spec.RestartPolicy == "" || pod.Spec.RestartPolicy == corev1.RestartPolicyAlways {
 		// A Deployment forces Always; a pod of our own must never be
 		// restarted after warmpod drained it.
@@ -214,10 +218,10 @@ func (k *Kube) Delete(ctx context.Context, p Pod) error {
 	return err
 }
 
-// PodsOfJob lists the pods labelled for jobID (claimed or cold).
-func (k *Kube) PodsOfJob(ctx context.Context, jobID string) ([]Pod, error) {
+// PodsOfJob lists the pods labelled for owner (claimed or cold).
+func (k *Kube) PodsOfJob(ctx context.Context, owner Owner) ([]Pod, error) {
 	list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: labels.Set{LabelJob: jobID}.String()})
+		LabelSelector: labels.Set(owner.Labels()).String()})
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,10 @@ const (
 	LabelConfig = "warmpod.dev/config"
 	// LabelJob is the CI job a claimed or cold pod runs.
 	LabelJob = "warmpod.dev/job"
+	// LabelServer tells which GitLab instance the job is of (a hash of
+	// its URL): job ids are unique per instance only, and one runner can
+	// serve several.
+	LabelServer = "warmpod.dev/server"
 	// AnnotationBin is the warmpod binary's path in the container, when
 	// the container's command[0] does not say (default: "warmpod" on PATH).
 	AnnotationBin = "warmpod.dev/bin"
@@ -232,4 +236,17 @@ func (s *Set) ForImage(image string) (p Pool, warm bool) {
 	p.Hash = Hash(&p.Template)
 	p.Template.Labels[LabelConfig] = p.Hash
 	return p, false
+}
+
+// Owner is the job a claimed or cold pod is labelled for.
+type Owner struct {
+	// Job is CI_JOB_ID.
+	Job string
+	// Server is the hash of CI_SERVER_URL (16 hex digits).
+	Server string
+}
+
+// Labels are the pod labels that name the owner.
+func (o Owner) Labels() map[string]string {
+	return map[string]string{LabelJob: o.Job, LabelServer: o.Server}
 }

@@ -191,7 +191,7 @@ func TestClaimWarmEachPodOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pod, err := k.ClaimWarm(context.Background(), p, fmt.Sprint(100+i), 0)
+			pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: fmt.Sprint(100 + i), Server: "s"}, 0)
 			assert.NoError(t, err)
 			mu.Lock()
 			defer mu.Unlock()
@@ -211,6 +211,7 @@ func TestClaimWarmEachPodOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, StateClaimed, a.Labels[LabelState])
 	assert.NotEmpty(t, a.Labels[LabelJob])
+	assert.Equal(t, "s", a.Labels[LabelServer])
 }
 
 func TestPodReady(t *testing.T) {
