@@ -24,22 +24,33 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 )
 
-// Pod is a pod the driver holds for one job.
+// Pod is a pod the driver holds for one job (the state file between the
+// runner's calls keeps it as JSON).
 type Pod struct {
 	Name      string `json:"name"`
 	Namespace string `json:"namespace"`
-	UID       string `json:"uid"`
-	Pool      string `json:"pool"`
+	// UID is the precondition of every delete: a newer pod that reuses
+	// the name is never touched.
+	UID string `json:"uid"`
+	// Pool is the pool's name (LabelPool).
+	Pool string `json:"pool"`
+	// Container runs warmpod; execs go there.
 	Container string `json:"container"`
-	Bin       string `json:"bin"`
-	Hash      string `json:"config_hash"`
-	Warm      bool   `json:"warm"`
+	// Bin is the warmpod binary's path in Container.
+	Bin string `json:"bin"`
+	// Hash is the pod's LabelConfig, sent as the job's config_hash.
+	Hash string `json:"config_hash"`
+	// Warm is true for a claimed pool pod, false for a cold one.
+	Warm bool `json:"warm"`
 }
 
 // Kube is the driver's view of one namespace of a cluster.
 type Kube struct {
-	CS        kubernetes.Interface
-	Config    *rest.Config // for exec; nil in tests that do not exec
+	// CS is the clientset (client-go; a fake one in tests).
+	CS kubernetes.Interface
+	// Config is the REST config exec needs; nil in tests that do not exec.
+	Config *rest.Config
+	// Namespace holds the pools and the pods the driver creates.
 	Namespace string
 }
 
