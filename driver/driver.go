@@ -333,7 +333,6 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 	sum := sha256.Sum256(script)
 	digest := hex.EncodeToString(sum[:])
 
-	var cancelOnce sync.Once
 	runDone := make(chan struct{})
 	defer close(runDone)
 	go func() {
@@ -344,7 +343,7 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 		case <-runDone:
 			return
 		}
-		cancelOnce.Do(func() {
+		func() {
 			fmt.Fprintf(d.Stderr, "warmpod: cancelling stage %s in pod %s\n", stage, st.Pod.Name)
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 			defer cancel()
@@ -366,7 +365,7 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 				case <-time.After(200 * time.Millisecond):
 				}
 			}
-		})
+		}()
 	}()
 
 	out := &countingWriter{w: d.Stdout}
