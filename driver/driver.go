@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/pool"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Cluster is what the driver needs of Kubernetes; *pool.Kube is the real
@@ -205,7 +206,11 @@ func (d *Driver) Prepare(ctx context.Context) error {
 			}
 		}
 		if pod == nil {
-			fmt.Fprintf(d.Stdout, "warmpod: no warm pod of pool %s is Ready: creating a cold pod (image %s)\n", p.Name, p.Image)
+			if hasPool {
+				fmt.Fprintf(d.Stdout, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
+			} else {
+				fmt.Fprintf(d.Stdout, "warmpod: no pool runs image %s: creating a cold pod of it from pool %s's template\n", p.Image, p.Name)
+			}
 			cold, err := d.Cluster.CreateCold(ctx, p, d.owner(job), d.Cfg.ReadyTimeout)
 			if err != nil {
 				return &SystemError{Err: err}
@@ -227,6 +232,11 @@ func (d *Driver) Prepare(ctx context.Context) error {
 			return nil
 		}
 		d.deletePod(ctx, *pod)
+		if err != nil && forbidden(err) {
+			// Every pod would be refused the same way: stop here rather
+			// than burn the pool.
+			return sysErr("job start on pod %s: %v (the driver's account needs create and get on pods/exec: deploy/gitlab-rbac.yaml)", pod.Name, err)
+		}
 		if err == nil && code != 75 && code != 69 {
 			return sysErr("job start on pod %s: exit %d: %s", pod.Name, code, msg)
 		}
@@ -416,7 +426,7 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 
 // Cleanup ends the job in its pod (`warmpod job end`: its processes
 // killed, its token and files wiped; the pod then drains and deletes
-// itself) and deletes the pod itself when that fails. Pods labelled for
+// itself) and deletes the pod as well. Pods labelled for
 // the job that the state file does not name (a prepare that died between
 // creating a pod and recording it) are deleted. Cleanup never fails the
 // job: errors are only reported.
@@ -432,14 +442,14 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		code, err := d.Cluster.Exec(cctx, st.Pod, []string{st.Pod.Bin, "job", "end", "--job", job.ID}, nil, io.Discard, &errb)
 		cancel()
-		// Any failure, 69 included (PID 1 unreachable, or a restarted
-		// container without the job), leaves a single-use pod that
-		// nobody will use again: delete it rather than wait for its idle
-		// deadline.
 		if err != nil || code != 0 {
-			fmt.Fprintf(d.Stderr, "warmpod: job end in pod %s: exit %d %v %s: deleting the pod\n", st.Pod.Name, code, err, strings.TrimSpace(errb.String()))
-			d.deletePod(ctx, st.Pod)
+			fmt.Fprintf(d.Stderr, "warmpod: job end in pod %s: exit %d %v %s\n", st.Pod.Name, code, err, strings.TrimSpace(errb.String()))
 		}
+		// The pod is single-use and drains after job end, deleting itself;
+		// the driver deletes it too, so it goes also when it cannot
+		// delete itself (no RoleBinding: a Deployment's pod would be
+		// restarted and linger, claimed, forever) or when job end failed.
+		d.deletePod(ctx, st.Pod)
 	}
 	if pods, err := d.Cluster.PodsOfJob(ctx, d.owner(job)); err == nil {
 		for _, p := range pods {
@@ -595,4 +605,10 @@ func ExitCode(err error, codes ExitCodes, stderr io.Writer) int {
 	fmt.Fprintln(w, "warmpod:", err)
 	_ = w.Flush()
 	return codes.SystemFailure
+}
+
+// forbidden tells an API server's 403 (RBAC) from a failure that another
+// pod might not have; exec upgrade errors carry it only in their text.
+func forbidden(err error) bool {
+	return apierrors.IsForbidden(err) || strings.Contains(err.Error(), " is forbidden: ")
 }

@@ -154,13 +154,26 @@ func TestPrepareRefusedPodIsDeletedAndNextTried(t *testing.T) {
 	assert.Contains(t, out.String(), "runs on warm pod w2")
 }
 
+func TestPrepareStopsOnForbidden(t *testing.T) {
+	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true}, {Name: "w2", Warm: true}}}
+	fc.exec = func([]string, []byte, io.Writer, io.Writer) (int, error) {
+		return -1, errors.New(`unable to upgrade streaming request: pods "w1" is forbidden: User "x" cannot get resource "pods/exec"`)
+	}
+	d, _, _ := newDriver(t, fc, nil)
+	err := d.Prepare(context.Background())
+	var se *SystemError
+	require.ErrorAs(t, err, &se)
+	assert.Contains(t, err.Error(), "deploy/gitlab-rbac.yaml")
+	assert.Equal(t, []string{"w1"}, fc.deleted, "one pod, not the whole pool")
+}
+
 func TestPrepareColdFallbackAndOtherImage(t *testing.T) {
 	fc := &fakeCluster{}
 	d, out, _ := newDriver(t, fc, map[string]string{"CUSTOM_ENV_CI_JOB_IMAGE": "golang:1.26"})
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Equal(t, 1, fc.colds)
 	assert.Contains(t, out.String(), "runs on cold pod cold-1")
-	assert.Contains(t, out.String(), "image golang:1.26")
+	assert.Contains(t, out.String(), "no pool runs image golang:1.26")
 }
 
 func TestPrepareErrorsAreSystemFailures(t *testing.T) {
@@ -330,7 +343,7 @@ func TestCleanupEndsTheJobOrDeletesThePod(t *testing.T) {
 	d, _, _, _ := prepared(t, fc)
 	require.NoError(t, d.Cleanup(context.Background()))
 	assert.Equal(t, []string{"w1", "/wp/warmpod", "job", "end", "--job", "42"}, fc.execs[len(fc.execs)-1])
-	assert.Empty(t, fc.deleted)
+	assert.Equal(t, []string{"w1"}, fc.deleted, "deleted after job end too: it must go even when it cannot delete itself")
 	_, err := d.loadState(Job{ID: "42"})
 	assert.ErrorIs(t, err, os.ErrNotExist, "the state file is gone")
 

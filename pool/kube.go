@@ -205,8 +205,32 @@ func (k *Kube) waitReady(ctx context.Context, pod *corev1.Pod, timeout time.Dura
 			if cur.Status.Phase == corev1.PodFailed || cur.Status.Phase == corev1.PodSucceeded {
 				return fmt.Errorf("%w: pod %s is %s: %s", ErrNotReady, pod.Name, cur.Status.Phase, cur.Status.Message)
 			}
+			if why := stuck(cur); why != "" {
+				return fmt.Errorf("%w: pod %s: %s", ErrNotReady, pod.Name, why)
+			}
 		}
 	}
+}
+
+// stuckReasons are container waiting reasons that do not clear by
+// themselves: waiting out the ready timeout would only delay the failure
+// (a job image that does not exist, a typo, a missing Secret).
+var stuckReasons = map[string]bool{
+	"ErrImageNeverPull": true, "InvalidImageName": true, "ImagePullBackOff": true,
+	"ErrImagePull": true, "CreateContainerConfigError": true, "CreateContainerError": true,
+}
+
+// stuck names the first container (init containers included) that waits
+// for a reason in stuckReasons, with the kubelet's message; "" if none.
+func stuck(pod *corev1.Pod) string {
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, c := range list {
+			if w := c.State.Waiting; w != nil && stuckReasons[w.Reason] {
+				return fmt.Sprintf("container %s (image %s): %s: %s", c.Name, c.Image, w.Reason, w.Message)
+			}
+		}
+	}
+	return ""
 }
 
 func deadlineOf(ctx context.Context) time.Time {

@@ -221,3 +221,13 @@ func TestPodReady(t *testing.T) {
 	assert.False(t, PodReady(p), "a pod being deleted is not claimable")
 	assert.False(t, PodReady(readyPod("b", "1", false)))
 }
+
+func TestStuck(t *testing.T) {
+	p := readyPod("a", "1", false)
+	assert.Empty(t, stuck(p))
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "build", Image: "alpin:3.20",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}
+	assert.Equal(t, "container build (image alpin:3.20): ErrImagePull: not found", stuck(p))
+	p.Status.ContainerStatuses[0].State.Waiting.Reason = "ContainerCreating"
+	assert.Empty(t, stuck(p), "still starting")
+}

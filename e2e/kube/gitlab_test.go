@@ -377,6 +377,17 @@ func TestGitLabRunnerJobs(t *testing.T) {
 		assert.Contains(t, tr, "FILE<file 'line' \"2\" $(date)>")
 	})
 
+	t.Run("an image that cannot be had fails fast, naming the reason", func(t *testing.T) {
+		start := time.Now()
+		r := p.runJob(t, jobOpts{id: 107, script: []string{`echo SHOULD-NOT-RUN`},
+			extraVars: []map[string]any{{"key": "CI_JOB_IMAGE", "value": "localhost/no-such-image:v0", "public": true}}})
+		require.Equal(t, 1, r.exit, r.String())
+		assert.Equal(t, "runner_system_failure", r.final["failure_reason"])
+		assert.Contains(t, traceText(r.trace), "ErrImageNeverPull")
+		assert.Less(t, time.Since(start), 90*time.Second, "not the 3 minutes of --ready-timeout, three times")
+		waitIdle(t, p.ns, 2, 90*time.Second) // the failed cold pods are gone
+	})
+
 	t.Run("image without a pool gets a cold pod of that image", func(t *testing.T) {
 		r := p.runJob(t, jobOpts{id: 106, script: []string{`ls /usr/local/bin/warmpod && echo "IMAGE: warmpod image"`},
 			extraVars: []map[string]any{{"key": "CI_JOB_IMAGE", "value": warmImage, "public": true}}})
