@@ -83,6 +83,8 @@ func TestStageStreamsOutputAndExitCode(t *testing.T) {
 	// Another script under the same name is refused; so is short input.
 	r3 := stageCall(t, w, "sg1", "build", "echo other\n")
 	assert.Equal(t, 65, r3.ExitCode, r3.String())
+	same := w.JobRun(t, "sha256sum", "/run/warmpod/jobs/sg1/scripts/build")
+	assert.True(t, strings.HasPrefix(same.Stdout, sha256Hex(script)), "a refused call leaves the stage's script as it was: %s", same.Stdout)
 	short := w.WP(t, "echo hi\n", "job", "stage", "--job", "sg1", "--stage", "short", "--size", "100", "--sha256", sha256Hex("echo hi\n"))
 	assert.Equal(t, 65, short.ExitCode, short.String())
 	st := w.WP(t, "", "job", "status", "--stage", "short")

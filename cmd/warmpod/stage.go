@@ -99,7 +99,30 @@ func jobStage(args []string) int {
 		fmt.Fprintln(os.Stderr, "warmpod: job stage: PID 1 did not say where the job's directory is (an older warmpod?)")
 		return control.ExitSoftware
 	}
-	script, err := putScript(st, *name, os.Stdin, *size, digest)
+	// A stage of that name exists already (a retry): with the same script
+	// nothing is written again, with another one the call is refused
+	// before it touches the job's files.
+	var existing struct {
+		Stages []struct {
+			Stage  string `json:"stage"`
+			SHA256 string `json:"sha256"`
+		} `json:"stages"`
+	}
+	_ = json.Unmarshal(st.Data, &existing)
+	script, exists := filepath.Join(st.JobDir, "scripts", *name), false
+	var err error
+	for _, e := range existing.Stages {
+		if e.Stage == *name {
+			if e.SHA256 != digest {
+				fmt.Fprintf(os.Stderr, "warmpod: job stage: stage %q already exists in this job with another script\n", *name)
+				return control.ExitDataErr
+			}
+			exists = true
+		}
+	}
+	if !exists {
+		script, err = putScript(st, *name, os.Stdin, *size, digest)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod: job stage:", err)
 		if errors.Is(err, joblog.ErrBadInput) || errors.Is(err, joblog.ErrUnsafePath) {
