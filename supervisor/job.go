@@ -240,6 +240,9 @@ func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) cont
 	s.mu.Lock()
 	j.cancelled = true
 	s.mu.Unlock()
+	// No job code runs from here on: the executor's copies of the token
+	// go now, not at the job end that may never come.
+	s.wipeCleanupPaths(j)
 	s.waitStages(j, 2*time.Second)
 	if err := s.proxy.Replace(j.env, s.cfg.Grace); err != nil {
 		s.log.Error("cannot restart the job shell", "error", err)
@@ -258,11 +261,28 @@ func (s *Supervisor) wipeJob() {
 	if j == nil {
 		return
 	}
+	s.wipeCleanupPaths(j)
 	j.spec.Wipe()
 	for i := range j.env {
 		j.env[i] = ""
 	}
 	s.removeJobFiles(j.spec.ID)
+}
+
+// wipeCleanupPaths removes the contents of the pod's and the job's cleanup
+// paths (caller holds opMu, after the job's processes are gone so none
+// writes a new copy behind the wipe).
+func (s *Supervisor) wipeCleanupPaths(j *job) {
+	patterns := append(append([]string(nil), s.cfg.CleanupPaths...), j.spec.CleanupPaths...)
+	if len(patterns) == 0 {
+		return
+	}
+	n, err := tokens.WipeCleanupPaths(patterns)
+	if err != nil {
+		s.log.Error("cleanup paths not fully wiped", "job", j.spec.ID, "removed", n, "error", err)
+		return
+	}
+	s.log.Debug("cleanup paths wiped", "job", j.spec.ID, "removed", n)
 }
 
 func (s *Supervisor) removeJobFiles(id string) {

@@ -52,6 +52,10 @@ type Config struct {
 	// LogsDir holds one 0700-protected output log per job (default
 	// /run/warmpod/logs).
 	LogsDir string
+	// CleanupPaths are directory patterns (tokens.CheckCleanupPath) whose
+	// contents are removed whenever a job ends, by job end, lease expiry,
+	// cancel or drain; each job spec's cleanup_paths add to them.
+	CleanupPaths []string
 	// MaxJobs: after this many jobs the pod drains (0 = unlimited).
 	MaxJobs int
 	// ConfigHash, when set, must equal a job spec's config_hash.

@@ -45,6 +45,13 @@ const (
 
 	// MaxTimeout is the longest "timeout" accepted (7 days).
 	MaxTimeout = 7 * 24 * time.Hour
+
+	// MaxCleanupPaths is the largest number of entries in
+	// "cleanup_paths".
+	MaxCleanupPaths = 64
+	// MaxPathBytes is the longest cleanup path pattern, in bytes
+	// (PATH_MAX, limits.h).
+	MaxPathBytes = 4096
 )
 
 // Variable is one CI variable of the job.
@@ -82,6 +89,13 @@ type Spec struct {
 	LeaseTTL time.Duration
 	// Variables are the job's variables in spec order; keys are unique.
 	Variables []Variable
+	// CleanupPaths are absolute directory patterns ([filepath.Match]
+	// syntax) whose contents PID 1 removes when the job ends, whatever
+	// ends it: the places where an executor's own scripts leave copies of
+	// the token (GitLab Runner's attach strategy writes
+	// /scripts-<project>-<job>/ with "export CI_JOB_TOKEN=..."). Each
+	// passes [CheckCleanupPath].
+	CleanupPaths []string
 }
 
 // SpecError reports why a job spec was rejected. Field names the offending
@@ -197,6 +211,8 @@ func (s *Spec) decode(obj []byte) *SpecError {
 			}
 		case "variables":
 			err = s.decodeVariables(val)
+		case "cleanup_paths":
+			s.CleanupPaths, err = cleanupPathsField(key, val)
 		default:
 			err = &SpecError{Field: memberName("", key), Reason: "unknown field"}
 		}
@@ -468,4 +484,77 @@ func (s *Spec) Env(tokenEnv, fileDir string) []string {
 		env = append(env, tokenEnv+"="+string(s.Token.b))
 	}
 	return env
+}
+
+// cleanupPathsField decodes "cleanup_paths": an array of path patterns.
+// The error names the entry, never its value.
+func cleanupPathsField(field string, val []byte) ([]string, *SpecError) {
+	if isNull(val) {
+		return nil, nil
+	}
+	if val[0] != '[' {
+		return nil, &SpecError{Field: field, Reason: "not a JSON array"}
+	}
+	var out []string
+	err := eachElement(val, &SpecError{Field: field, Reason: "not valid JSON"}, func(i int, elem []byte) *SpecError {
+		name := field + "[" + strconv.Itoa(i) + "]"
+		if i >= MaxCleanupPaths {
+			return &SpecError{Field: field, Reason: fmt.Sprintf("more than MaxCleanupPaths (%d) entries", MaxCleanupPaths)}
+		}
+		p, err := stringField(name, elem)
+		if err != nil {
+			return err
+		}
+		if reason := CheckCleanupPath(p); reason != "" {
+			return &SpecError{Field: name, Reason: reason}
+		}
+		out = append(out, p)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CheckCleanupPath tells why p cannot name directories whose contents PID 1
+// removes at job end, or "" when it can: p must be an absolute, clean path
+// (filepath.Clean leaves it unchanged) of at most MaxPathBytes bytes
+// without control characters, a valid [filepath.Match] pattern, and not "/"
+// nor anything under /proc, /sys or /dev (kernel file systems: removing
+// there is never a clean-up). The rules are syntactic; at clean-up time
+// each match is opened without following symlinks, so a job cannot point a
+// matching name elsewhere.
+func CheckCleanupPath(p string) string {
+	switch {
+	case p == "":
+		return "empty path"
+	case len(p) > MaxPathBytes:
+		return fmt.Sprintf("longer than MaxPathBytes (%d bytes)", MaxPathBytes)
+	case strings.IndexFunc(p, unicode.IsControl) >= 0:
+		return "contains a control character"
+	case !filepath.IsAbs(p):
+		return "not an absolute path"
+	case filepath.Clean(p) != p:
+		return "not a clean path (no //, /./, /../ or trailing /)"
+	case p == "/":
+		return "the root directory"
+	}
+	if _, err := filepath.Match(p, ""); err != nil {
+		return "not a valid pattern (filepath.Match)"
+	}
+	for _, bad := range []string{"/proc", "/sys", "/dev"} {
+		if p == bad || strings.HasPrefix(p, bad+"/") {
+			return "under " + bad
+		}
+	}
+	// A pattern whose first element is a wildcard ("/scripts-*" is fine)
+	// must not match /proc, /sys or /dev themselves.
+	first, _, _ := strings.Cut(p[1:], "/")
+	for _, kernel := range []string{"proc", "sys", "dev"} {
+		if ok, _ := filepath.Match(first, kernel); ok {
+			return "first path element matches /" + kernel
+		}
+	}
+	return ""
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/warmpod/warmpod/internal/flagenv"
 	"io"
 	"math"
 	"net"
@@ -20,9 +19,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/probe"
 	"github.com/warmpod/warmpod/shellproxy"
 	"github.com/warmpod/warmpod/supervisor"
+	"github.com/warmpod/warmpod/tokens"
 	"golang.org/x/sys/unix"
 )
 
@@ -65,6 +66,26 @@ type pid1Flags struct {
 	maxJobs                         int
 	configHash, jobUser, idleStdin  string
 	terminationLog, selfDelete      string
+	cleanupPaths                    pathList
+}
+
+// pathList is a repeatable flag of path patterns; one value may also hold
+// several separated by ':' (as PATH does), which is how its environment
+// twin carries more than one.
+type pathList []string
+
+func (l *pathList) String() string { return strings.Join(*l, ":") }
+
+// Set appends each ':'-separated pattern of v, refusing any that
+// tokens.CheckCleanupPath refuses.
+func (l *pathList) Set(v string) error {
+	for _, p := range strings.Split(v, ":") {
+		if reason := tokens.CheckCleanupPath(p); reason != "" {
+			return fmt.Errorf("%q: %s", p, reason)
+		}
+		*l = append(*l, p)
+	}
+	return nil
 }
 
 func pid1(args []string) int {
@@ -87,6 +108,7 @@ func pid1(args []string) int {
 	fs.StringVar(&f.jobUser, "job-user", "", "run shells and stages as UID[:GID] (PID 1 stays root)")
 	fs.StringVar(&f.terminationLog, "termination-log", "/dev/termination-log", "file for the one-line JSON exit reason (the pod's terminationMessagePath; written only if it exists)")
 	fs.StringVar(&f.selfDelete, "self-delete", "auto", "delete the pod after an idle or max-jobs exit: auto (when the downward API env and a token are present), always, never")
+	fs.Var(&f.cleanupPaths, "cleanup-path", "directory pattern (absolute, globs allowed; repeat, or separate with ':') whose contents are removed whenever a job ends, for every job; a job spec's cleanup_paths adds to it")
 	fs.StringVar(&f.idleStdin, "stdin-when-idle", "forward", "stdin while no job holds the lease: forward (to the idle shell) or ignore (drop, count)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]       PID 1 (default command /bin/sh)\n       warmpod job start|run|logs|status|wait|cancel|put|env|end ...   (warmpod job -h)\n       warmpod probe live|ready | status | version | install DIR\n\nflags (each also as WARMPOD_<NAME>):\n")
@@ -154,7 +176,7 @@ func pid1(args []string) int {
 		ReadyMargin: margin, TokenEnv: f.tokenEnv, JobsDir: f.jobsDir,
 		ExitWithCommand: f.exitWithCommand, Version: version, Log: log,
 		MaxJobs: f.maxJobs, ConfigHash: f.configHash, JobUser: jobUser,
-		IgnoreIdleStdin: f.idleStdin == "ignore",
+		IgnoreIdleStdin: f.idleStdin == "ignore", CleanupPaths: f.cleanupPaths,
 		TerminationLog:  f.terminationLog, SelfDelete: f.selfDelete,
 		TestHooks: os.Getenv("WARMPOD_TEST_HOOKS") == "1",
 	})

@@ -1,0 +1,201 @@
+package tokens
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// maxWipeDepth bounds the directory nesting WipeDir descends (each level
+// holds one descriptor open): a job could nest directories thousands deep
+// to exhaust PID 1's descriptors.
+const maxWipeDepth = 128
+
+// WipeCleanupPaths removes the contents of every directory that matches one
+// of patterns (each accepted by [CheckCleanupPath]; others are skipped with
+// an error) and keeps the directories themselves, so a volume mounted there
+// stays usable. It returns how many entries it removed and every error it
+// met, joined; it never stops at the first one, because whatever it could
+// not remove may hold a token.
+//
+// Matches come from [filepath.Glob] and are then opened with openat2(2)
+// RESOLVE_NO_SYMLINKS: a match reached through a symlink anywhere in its
+// path is refused, so job code cannot point a cleanup path at /usr. See
+// [WipeDir] for what happens inside a match.
+func WipeCleanupPaths(patterns []string) (int, error) {
+	var errs []error
+	removed := 0
+	for _, p := range patterns {
+		if reason := CheckCleanupPath(p); reason != "" {
+			errs = append(errs, fmt.Errorf("cleanup path %q: %s", p, reason))
+			continue
+		}
+		matches, err := filepath.Glob(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cleanup path %q: %w", p, err))
+			continue
+		}
+		for _, m := range matches {
+			n, err := WipeDir(m)
+			removed += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// WipeDir removes everything inside directory dir and keeps dir. It never
+// follows a symlink: dir is opened with RESOLVE_NO_SYMLINKS (a symlink in
+// its path is an error wrapping unix.ELOOP), every entry below it is
+// reached relative to its parent's descriptor with O_NOFOLLOW, symlinks are
+// unlinked as links, and a mount point below dir is not entered
+// (RESOLVE_NO_XDEV: its contents are not ours to remove; the mount point
+// is reported). Regular files with a single link are overwritten with
+// zeros before they are unlinked, so a token does not stay in freed blocks
+// of a disk-backed volume; a file with more links is only unlinked, since
+// zeroing would change the other name's content. A dir that does not
+// exist, or is not a directory, is skipped without error. Directories
+// nested more than 128 deep are reported and left.
+func WipeDir(dir string) (int, error) {
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode()&os.ModeSymlink == 0 && !fi.IsDir() {
+		return 0, nil // gone, or not a directory: nothing of ours
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return 0, nil
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return 0, fmt.Errorf("cleanup path %s: reached through a symlink: refused", dir)
+	case err != nil:
+		return 0, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	for _, bad := range []string{"/proc", "/sys", "/dev"} {
+		if dir == bad || strings.HasPrefix(filepath.Clean(dir)+"/", bad+"/") {
+			unix.Close(fd)
+			return 0, fmt.Errorf("cleanup path %s: under %s", dir, bad)
+		}
+	}
+	w := wiper{}
+	w.contents(fd, dir, 0)
+	unix.Close(fd)
+	return w.removed, errors.Join(w.errs...)
+}
+
+type wiper struct {
+	removed int
+	errs    []error
+}
+
+// contents removes the entries of the directory open at fd (path names it
+// in errors only).
+func (w *wiper) contents(fd int, path string, depth int) {
+	// Read all names first: unlinking while reading a directory stream
+	// may make getdents(2) skip entries.
+	dup, err := unix.Dup(fd)
+	if err != nil {
+		w.errs = append(w.errs, &os.PathError{Op: "dup", Path: path, Err: err})
+		return
+	}
+	f := os.NewFile(uintptr(dup), path)
+	names, err := f.Readdirnames(-1)
+	_ = f.Close()
+	if err != nil {
+		w.errs = append(w.errs, err)
+	}
+	for _, name := range names {
+		w.entry(fd, path, name, depth)
+	}
+}
+
+func (w *wiper) entry(parent int, path, name string, depth int) {
+	full := path + "/" + name
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if !errors.Is(err, unix.ENOENT) {
+			w.errs = append(w.errs, &os.PathError{Op: "stat", Path: full, Err: err})
+		}
+		return
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		if depth >= maxWipeDepth {
+			w.errs = append(w.errs, fmt.Errorf("%s: nested deeper than %d directories: left in place", full, maxWipeDepth))
+			return
+		}
+		fd, err := unix.Openat2(parent, name, &unix.OpenHow{
+			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV,
+		})
+		switch {
+		case errors.Is(err, unix.EXDEV):
+			w.errs = append(w.errs, fmt.Errorf("%s: a mount point: its contents are left", full))
+			return
+		case errors.Is(err, unix.ENOENT):
+			return
+		case err != nil:
+			w.errs = append(w.errs, &os.PathError{Op: "open", Path: full, Err: err})
+			return
+		}
+		w.contents(fd, full, depth+1)
+		unix.Close(fd)
+		w.unlink(parent, full, name, unix.AT_REMOVEDIR)
+	case unix.S_IFREG:
+		if st.Nlink == 1 && st.Size > 0 {
+			w.zero(parent, full, name)
+		}
+		w.unlink(parent, full, name, 0)
+	default:
+		w.unlink(parent, full, name, 0)
+	}
+}
+
+// zero overwrites the regular file name (in parent) with zeros through a
+// descriptor opened without following symlinks and without blocking on a
+// FIFO swapped in after the stat.
+func (w *wiper) zero(parent int, full, name string) {
+	fd, err := unix.Openat(parent, name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return // unlinked below all the same
+	}
+	f := os.NewFile(uintptr(fd), full)
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return
+	}
+	if st, ok := fi.Sys().(*unix.Stat_t); ok && st.Nlink > 1 {
+		return
+	}
+	zeros := make([]byte, min(fi.Size(), 32<<10))
+	for left := fi.Size(); left > 0; {
+		n, err := f.Write(zeros[:min(left, int64(len(zeros)))])
+		if err != nil {
+			w.errs = append(w.errs, err)
+			return
+		}
+		left -= int64(n)
+	}
+	_ = f.Sync()
+}
+
+func (w *wiper) unlink(parent int, full, name string, flags int) {
+	err := unix.Unlinkat(parent, name, flags)
+	switch {
+	case err == nil:
+		w.removed++
+	case errors.Is(err, unix.ENOENT):
+	case errors.Is(err, unix.EBUSY):
+		w.errs = append(w.errs, fmt.Errorf("%s: a mount point: its contents are left", full))
+	default:
+		w.errs = append(w.errs, &os.PathError{Op: "unlink", Path: full, Err: err})
+	}
+}
