@@ -177,7 +177,7 @@ func pid1(args []string) int {
 		ExitWithCommand: f.exitWithCommand, Version: version, Log: log,
 		MaxJobs: f.maxJobs, ConfigHash: f.configHash, JobUser: jobUser,
 		IgnoreIdleStdin: f.idleStdin == "ignore", CleanupPaths: f.cleanupPaths,
-		TerminationLog:  f.terminationLog, SelfDelete: f.selfDelete,
+		TerminationLog: f.terminationLog, SelfDelete: f.selfDelete,
 		TestHooks: os.Getenv("WARMPOD_TEST_HOOKS") == "1",
 	})
 	if err != nil {
