@@ -49,6 +49,7 @@ const (
 	OpJobWait   = "job.wait"    // waits up to Duration for Stage to end; Data holds it
 	OpJobCancel = "job.cancel"  // kills the job's processes, or Stage's only (SIGKILL after Duration)
 	OpJobRenew  = "job.renew"   // heartbeat for the lease of Job
+	OpJobPut    = "job.put"     // registers the caller's write of temporary file Path for the job holding the lease
 	OpStall     = "debug.stall" // test hook: stall PID 1's main loop for Duration
 )
 
@@ -78,6 +79,8 @@ type Request struct {
 	// stage instead of being refused, and never runs it again. With Stage
 	// set, job.cancel cancels that stage only.
 	SHA256 string `json:"sha256,omitempty"`
+	// Path is the absolute temporary file of a job.put.
+	Path string `json:"path,omitempty"`
 	// Duration is a Go duration: the wait timeout, the cancel grace or
 	// the stall.
 	Duration string `json:"duration,omitempty"`

@@ -21,6 +21,11 @@ type Proc struct {
 	// Comm is the command name (at most 15 bytes from the kernel), without the
 	// surrounding parentheses. It may contain spaces and ')'.
 	Comm string
+	// CPU is the CPU time the process has used, user plus system (fields
+	// 14 and 15), and Start when it started after boot (field 22), both in
+	// clock ticks (USER_HZ, 100 per second on Linux). Zero when the stat
+	// line stops early.
+	CPU, Start uint64
 }
 
 // ReadProcs reads every numeric entry of root (normally "/proc") and parses
@@ -191,11 +196,105 @@ func parseStat(b []byte) (Proc, bool) {
 	if p.PGID, rest, ok = nextInt(rest); !ok {
 		return p, false
 	}
-	if p.SID, _, ok = nextInt(rest); !ok {
+	if p.SID, rest, ok = nextInt(rest); !ok {
 		return p, false
 	}
 	p.Comm = string(b[open+1 : end])
+	// Fields 7..22; a short line (an old kernel, a test's fake) keeps zeros.
+	var f [16]int
+	for i := range f {
+		if f[i], rest, ok = nextInt(rest); !ok {
+			return p, true
+		}
+	}
+	if f[7] >= 0 && f[8] >= 0 && f[15] >= 0 {
+		p.CPU, p.Start = uint64(f[7])+uint64(f[8]), uint64(f[15])
+	}
 	return p, true
+}
+
+// ReadIO returns the bytes process pid has read and written through
+// system calls so far (rchar + wchar of root/PID/io, proc(5)); false when
+// the file cannot be read (the process is gone, or /proc hides it).
+func ReadIO(root string, pid int) (uint64, bool) {
+	b, err := os.ReadFile(root + "/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return 0, false
+	}
+	return parseIO(b)
+}
+
+// parseIO sums the rchar and wchar lines of a /proc/PID/io file.
+func parseIO(b []byte) (uint64, bool) {
+	var sum uint64
+	found := 0
+	for len(b) > 0 {
+		line := b
+		if i := indexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		for _, key := range []string{"rchar: ", "wchar: "} {
+			if len(line) > len(key) && string(line[:len(key)]) == key {
+				v, err := strconv.ParseUint(string(line[len(key):]), 10, 64)
+				if err != nil {
+					return 0, false
+				}
+				sum += v
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, false
+	}
+	return sum, true
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// Usage is what one process has consumed so far, as [UsageTracker] compares it
+// between scans.
+type Usage struct {
+	// Start identifies the process together with its PID (a reused PID
+	// has another start time), in clock ticks after boot.
+	Start uint64
+	// CPU is its CPU time in clock ticks; IO its bytes read and written.
+	CPU, IO uint64
+}
+
+// UsageTracker decides which foreign processes count as activity: one seen for
+// the first time (something just started it), or one whose CPU time or
+// I/O grew since the previous scan. A process that only sleeps (a
+// forgotten `kubectl exec` shell, a `sleep 600`) stops counting after its
+// first scan, so it cannot hold an idle pod up forever. The zero value is
+// ready to use; it is pure (no clock, no /proc): the caller passes each
+// scan's usage.
+type UsageTracker struct {
+	last map[int]Usage
+}
+
+// Update records the usage of the foreign processes of one scan (PID →
+// usage; a process missing from cur is forgotten) and tells whether any
+// of them was active since the previous scan.
+func (b *UsageTracker) Update(cur map[int]Usage) bool {
+	active := false
+	for pid, u := range cur {
+		prev, seen := b.last[pid]
+		if !seen || prev.Start != u.Start || u.CPU > prev.CPU || u.IO > prev.IO {
+			active = true
+		}
+	}
+	b.last = cur
+	return active
 }
 
 // nextInt skips leading spaces and parses one optionally negative decimal

@@ -56,11 +56,11 @@ func TestReadProcsFakeRoot(t *testing.T) {
 	}
 	slices.SortFunc(procs, func(a, b Proc) int { return a.PID - b.PID })
 	want := []Proc{
-		{PID: 1, PPID: 0, PGID: 1, SID: 1, State: 'S', Comm: "warmpod"},
-		{PID: 42, PPID: 1, PGID: 42, SID: 1, State: 'R', Comm: "my (weird) prog) "},
-		{PID: 43, PPID: 42, PGID: 42, SID: 1, State: 'Z', Comm: "sh"},
+		{PID: 1, PPID: 0, PGID: 1, SID: 1, State: 'S', Comm: "warmpod", CPU: 19, Start: 1234567},
+		{PID: 42, PPID: 1, PGID: 42, SID: 1, State: 'R', Comm: "my (weird) prog) ", CPU: 19, Start: 1234567},
+		{PID: 43, PPID: 42, PGID: 42, SID: 1, State: 'Z', Comm: "sh", CPU: 19, Start: 1234567},
 		{PID: 50, PPID: 1, PGID: 50, SID: 1, State: 'S', Comm: "big"},
-		{PID: 51, PPID: 1, PGID: -1, SID: 1, State: 'S', Comm: ""},
+		{PID: 51, PPID: 1, PGID: -1, SID: 1, State: 'S', Comm: "", CPU: 19, Start: 1234567},
 	}
 	if !slices.Equal(procs, want) {
 		t.Fatalf("ReadProcs =\n%+v\nwant\n%+v", procs, want)
@@ -158,7 +158,7 @@ func TestParseStat(t *testing.T) {
 		want Proc
 		ok   bool
 	}{
-		{in: "7 (cat) R 1 7 1" + statTail, want: Proc{PID: 7, PPID: 1, PGID: 7, SID: 1, State: 'R', Comm: "cat"}, ok: true},
+		{in: "7 (cat) R 1 7 1" + statTail, want: Proc{PID: 7, PPID: 1, PGID: 7, SID: 1, State: 'R', Comm: "cat", CPU: 19, Start: 1234567}, ok: true},
 		{in: "7 (a b) c) D 1 2 3 4", want: Proc{PID: 7, PPID: 1, PGID: 2, SID: 3, State: 'D', Comm: "a b) c"}, ok: true},
 		{in: "7 ((() S 1 2 3\n", want: Proc{PID: 7, PPID: 1, PGID: 2, SID: 3, State: 'S', Comm: "(("}, ok: true},
 		{in: "7 (x) S 1 2 3", want: Proc{PID: 7, PPID: 1, PGID: 2, SID: 3, State: 'S', Comm: "x"}, ok: true},
@@ -253,4 +253,47 @@ func BenchmarkReadProcs(b *testing.B) {
 		n = len(procs)
 	}
 	b.ReportMetric(float64(n), "procs")
+}
+
+func TestParseIO(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+		ok   bool
+	}{
+		{"rchar: 100\nwchar: 23\nsyscr: 4\nsyscw: 2\nread_bytes: 0\nwrite_bytes: 0\ncancelled_write_bytes: 0\n", 123, true},
+		{"rchar: 1\n", 0, false},
+		{"rchar: x\nwchar: 1\n", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := parseIO([]byte(tc.in))
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("parseIO(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestUsageTracker(t *testing.T) {
+	var b UsageTracker
+	steps := []struct {
+		name string
+		cur  map[int]Usage
+		want bool
+	}{
+		{"nothing", map[int]Usage{}, false},
+		{"a new process is activity", map[int]Usage{7: {Start: 10}}, true},
+		{"sleeping: not activity", map[int]Usage{7: {Start: 10}}, false},
+		{"still sleeping", map[int]Usage{7: {Start: 10}}, false},
+		{"CPU", map[int]Usage{7: {Start: 10, CPU: 1}}, true},
+		{"I/O", map[int]Usage{7: {Start: 10, CPU: 1, IO: 5}}, true},
+		{"quiet again", map[int]Usage{7: {Start: 10, CPU: 1, IO: 5}}, false},
+		{"PID reused: new process", map[int]Usage{7: {Start: 99}}, true},
+		{"gone", map[int]Usage{}, false},
+		{"back with the old start: seen as new", map[int]Usage{7: {Start: 99}}, true},
+	}
+	for _, st := range steps {
+		if got := b.Update(st.cur); got != st.want {
+			t.Fatalf("%s: Update = %v, want %v", st.name, got, st.want)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package joblog
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -67,20 +68,76 @@ func openDirNoSymlinks(path string) (int, error) {
 // putBuf is the copy buffer size of Put, in bytes.
 const putBuf = 128 << 10
 
+// PutOptions are the optional parts of a [Put].
+type PutOptions struct {
+	// Mode is the file's mode (setuid, setgid and sticky bits honoured).
+	Mode os.FileMode
+	// UID and GID own the file when UID >= 0 (GID -1 keeps the group).
+	UID, GID int
+	// Claim, when set, is called with the absolute path of the temporary
+	// file before anything is created; its error aborts the Put and is
+	// returned as is. It returns the owner to use (replacing UID and
+	// GID). `warmpod job put` uses it to register the write with PID 1,
+	// which checks that the caller's job holds the lease and, when that
+	// job ends first, kills the writer and removes the temporary file.
+	Claim func(tmp string) (uid, gid int, err error)
+}
+
+// tempInfix marks Put's temporary files: ".<base>.tmp-<16 hex digits>".
+const tempInfix = ".tmp-"
+
+// IsTempName tells whether name (a base name) has the form of a [Put]
+// temporary file: "." + base + ".tmp-" + 16 lower-case hex digits.
+func IsTempName(name string) bool {
+	i := strings.LastIndex(name, tempInfix)
+	if !strings.HasPrefix(name, ".") || i < 2 || len(name)-i-len(tempInfix) != 16 {
+		return false
+	}
+	for _, c := range name[i+len(tempInfix):] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// RemoveTemp removes the [Put] temporary file at the absolute path tmp, if
+// it is still there (a writer that died or was stopped leaves it). Its
+// directory is opened without following symlinks and the name must pass
+// [IsTempName], so a caller cannot make it remove anything else; those
+// refusals wrap [ErrUnsafePath]. A missing file is not an error.
+func RemoveTemp(tmp string) error {
+	if !filepath.IsAbs(tmp) || filepath.Clean(tmp) != tmp || !IsTempName(filepath.Base(tmp)) {
+		return fmt.Errorf("%w: %q is not a put temporary file", ErrUnsafePath, tmp)
+	}
+	dirfd, err := openDirNoSymlinks(tmp)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	defer unix.Close(dirfd)
+	if err := unix.Unlinkat(dirfd, filepath.Base(tmp), 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "unlink", Path: tmp, Err: err}
+	}
+	return nil
+}
+
 // Put writes exactly size bytes from r to path atomically, so that path
 // either keeps its old content or holds the complete, verified new one:
 //
-//  1. create a temp file ".<base>.tmp-<random>" in path's directory with
-//     O_CREAT|O_EXCL and mode 0600 ([os.CreateTemp]), so no other file is
+//  1. pick a temporary name ".<base>.tmp-<random>" in path's directory and
+//     call opt.Claim with it (when set); then create it with
+//     O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600, so no other file is
 //     clobbered and nobody else can read the partial content;
 //  2. copy size bytes from r into it while hashing them, then read r to
 //     EOF to make sure no extra byte follows (r must reach EOF; Put blocks
 //     until it does);
 //  3. check the size and the SHA-256 digest (sha256Hex: 64 hex digits,
 //     upper or lower case);
-//  4. chmod to mode (after creation, so the umask does not apply; setuid,
-//     setgid and sticky bits are honoured), chown to uid/gid when uid >= 0
-//     (gid -1 keeps the group);
+//  4. chmod to opt.Mode (after creation, so the umask does not apply),
+//     chown to the owner when its uid >= 0;
 //  5. fsync the temp file (after chmod/chown so the metadata is durable
 //     too), close it, rename it over path (rename(2) is atomic within a
 //     file system), and fsync the directory so the rename is durable.
@@ -92,7 +149,7 @@ const putBuf = 128 << 10
 // chmod, chown, fsync, rename) are returned as is from package os, after
 // the temp file is removed. If only the final directory fsync fails, the
 // new file is already in place at path and that error is returned.
-func Put(path string, r io.Reader, size int64, sha256Hex string, mode os.FileMode, uid, gid int) (err error) {
+func Put(path string, r io.Reader, size int64, sha256Hex string, opt PutOptions) (err error) {
 	if size < 0 {
 		return fmt.Errorf("%w: negative size %d", ErrBadInput, size)
 	}
@@ -100,22 +157,36 @@ func Put(path string, r io.Reader, size int64, sha256Hex string, mode os.FileMod
 	if derr != nil || len(want) != sha256.Size {
 		return fmt.Errorf("%w: digest %.80q is not 64 hex digits", ErrBadInput, sha256Hex)
 	}
-	dirfd, err := openDirNoSymlinks(path)
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	dirfd, err := openDirNoSymlinks(abs)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(dirfd)
-	base := filepath.Base(path)
+	base := filepath.Base(abs)
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:]) // crypto/rand never fails on Linux
+	tmpBase := "." + base + tempInfix + hex.EncodeToString(rnd[:])
+	uid, gid := opt.UID, opt.GID
+	if opt.Claim != nil {
+		if uid, gid, err = opt.Claim(filepath.Join(filepath.Dir(abs), tmpBase)); err != nil {
+			return err
+		}
+	}
 	// Every later step goes through the directory opened above (its
 	// /proc/self/fd magic link), never through path again, so swapping a
 	// directory for a symlink after the check changes nothing.
 	dir := "/proc/self/fd/" + strconv.Itoa(dirfd)
-	path = dir + "/" + base
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	fd, err := unix.Openat(dirfd, tmpBase, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "create", Path: filepath.Join(filepath.Dir(abs), tmpBase), Err: err}
 	}
+	tmp := os.NewFile(uintptr(fd), dir+"/"+tmpBase)
 	tmpName := tmp.Name()
+	path = dir + "/" + base
 	closed, renamed := false, false
 	defer func() {
 		if !closed {
@@ -133,7 +204,7 @@ func Put(path string, r io.Reader, size int64, sha256Hex string, mode os.FileMod
 	if got := h.Sum(nil); !bytes.Equal(got, want) {
 		return fmt.Errorf("%w: sha256 mismatch: got %x, want %x", ErrBadInput, got, want)
 	}
-	if err := tmp.Chmod(mode); err != nil {
+	if err := tmp.Chmod(opt.Mode); err != nil {
 		return err
 	}
 	if uid >= 0 {

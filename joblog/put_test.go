@@ -82,7 +82,7 @@ func TestPut(t *testing.T) {
 			if tc.existing != nil {
 				require.NoError(t, os.WriteFile(p, tc.existing, 0o600))
 			}
-			err := Put(p, tc.input, tc.size, tc.digest, tc.mode, -1, -1)
+			err := Put(p, tc.input, tc.size, tc.digest, PutOptions{Mode: tc.mode, UID: -1, GID: -1})
 			if tc.wantErr != nil {
 				require.ErrorIs(t, err, tc.wantErr)
 				require.ErrorIs(t, err, ErrBadInput, "input problems wrap ErrBadInput")
@@ -115,7 +115,7 @@ func TestPutOwner(t *testing.T) {
 		uid, gid = 12345, 23456 // root may give the file away
 	}
 	p := filepath.Join(t.TempDir(), "owned")
-	require.NoError(t, Put(p, strings.NewReader("x"), 1, hexSum([]byte("x")), 0o600, uid, gid))
+	require.NoError(t, Put(p, strings.NewReader("x"), 1, hexSum([]byte("x")), PutOptions{Mode: 0o600, UID: uid, GID: gid}))
 	st, err := os.Stat(p)
 	require.NoError(t, err)
 	sys, ok := st.Sys().(*syscall.Stat_t)
@@ -138,7 +138,7 @@ func TestPutFileSystemErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := dirNames(t, dir)
-			err := Put(tc.path, bytes.NewReader(data), int64(len(data)), hexSum(data), 0o644, -1, -1)
+			err := Put(tc.path, bytes.NewReader(data), int64(len(data)), hexSum(data), PutOptions{Mode: 0o644, UID: -1, GID: -1})
 			require.Error(t, err)
 			require.NotErrorIs(t, err, ErrBadInput)
 			if tc.want != nil {
@@ -169,7 +169,7 @@ func TestPutRefusesUnsafeDestinations(t *testing.T) {
 		"/dev/null",
 		filepath.Join(dir, "builds", "sub", "x"),
 	} {
-		err := Put(path, bytes.NewReader(content), int64(len(content)), hex.EncodeToString(sum[:]), 0o755, -1, -1)
+		err := Put(path, bytes.NewReader(content), int64(len(content)), hex.EncodeToString(sum[:]), PutOptions{Mode: 0o755, UID: -1, GID: -1})
 		require.Error(t, err, path)
 		if !strings.Contains(path, "/sub/") {
 			require.ErrorIs(t, err, ErrUnsafePath, path)

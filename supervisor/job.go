@@ -28,6 +28,7 @@ type job struct {
 	stages    map[string]*stage
 	order     []string
 	cancelled bool
+	puts      map[*inflightPut]bool // job puts in flight (StartPut)
 }
 
 // StartJob claims the lease for the spec in raw and gives the job a fresh
@@ -172,6 +173,7 @@ func (s *Supervisor) endJob(jobID, reason string, peer int) control.Response {
 	defer s.opMu.Unlock()
 	s.mu.Lock()
 	lease, ok := s.machine.Lease()
+	j := s.job
 	s.mu.Unlock()
 	if !ok {
 		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
@@ -181,6 +183,8 @@ func (s *Supervisor) endJob(jobID, reason string, peer int) control.Response {
 	}
 	// No job shell may be respawned with the job's environment from here on.
 	s.proxy.Freeze(s.baseEnv)
+	// Uploads of this job die with it: none may land in the next job.
+	s.stopPuts(j)
 	n := s.killJobProcesses(peer, s.cfg.Grace)
 	s.wipeJob()
 	s.proxy.SetDiscardInput(s.cfg.IgnoreIdleStdin)

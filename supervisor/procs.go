@@ -120,12 +120,23 @@ func ancestors(procs []idle.Proc, pid int) map[int]bool {
 // left and waits (bounded) for that too. It returns how many processes were
 // signalled. PIDs below 2 are never signalled.
 func (v procView) terminate(keep func(idle.Proc) bool, grace time.Duration) int {
+	return v.terminateExcept(keep, nil, grace)
+}
+
+// terminateExcept is terminate for processes of which those in termed have
+// had their SIGTERM already (PID 1 forwarded the pod's SIGTERM to the
+// shell's process group): they get no second one, since many programs take
+// a second SIGTERM as "abort now" and skip their clean-up, but they are
+// still SIGKILLed after grace.
+func (v procView) terminateExcept(keep func(idle.Proc) bool, termed map[int]bool, grace time.Duration) int {
 	targets := v.targets(keep)
 	if len(targets) == 0 {
 		return 0
 	}
 	for _, pid := range targets {
-		sendSignal(pid, unix.SIGTERM)
+		if !termed[pid] {
+			sendSignal(pid, unix.SIGTERM)
+		}
 	}
 	if v.waitGone(keep, grace) {
 		return len(targets)

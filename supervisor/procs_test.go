@@ -66,3 +66,20 @@ func TestAncestors(t *testing.T) {
 	require.Equal(t, map[int]bool{13: true}, ancestors(procs, 13))
 	require.Empty(t, ancestors(procs, 1))
 }
+
+func TestOOMKills(t *testing.T) {
+	v2 := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(v2, "memory.events"), []byte("low 0\nhigh 0\nmax 3\noom 2\noom_kill 2\noom_group_kill 0\n"), 0o644))
+	v1 := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(v1, "memory"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(v1, "memory", "memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill 5\n"), 0o644))
+	old := t.TempDir() // v1 before Linux 4.13: no oom_kill line
+	require.NoError(t, os.Mkdir(filepath.Join(old, "memory"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(old, "memory", "memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\n"), 0o644))
+	for name, tc := range map[string]struct {
+		root string
+		want int
+	}{"v2": {v2, 2}, "v1": {v1, 5}, "v1-pre-4.13": {old, 0}, "none": {t.TempDir(), 0}} {
+		require.Equal(t, tc.want, oomKills(tc.root), name)
+	}
+}

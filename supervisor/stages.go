@@ -155,7 +155,7 @@ func (s *Supervisor) StartStage(name string, argv []string, dir, digest string) 
 	argv0, err := shellproxy.LookPath(argv[0], j.env)
 	var pid int
 	var exitCh <-chan shellproxy.Exit
-	oomBefore := oomKills()
+	oomBefore := oomKills(s.cfg.CgroupRoot)
 	if err == nil {
 		attr := &syscall.ProcAttr{
 			Dir:   dir,
@@ -185,7 +185,7 @@ func (s *Supervisor) StartStage(name string, argv []string, dir, digest string) 
 		if ex.Status.Signaled() {
 			sig = unix.SignalName(ex.Status.Signal())
 		}
-		oom := ex.Status.Signaled() && ex.Status.Signal() == unix.SIGKILL && oomKills() > oomBefore
+		oom := ex.Status.Signaled() && ex.Status.Signal() == unix.SIGKILL && oomKills(s.cfg.CgroupRoot) > oomBefore
 		f, err := os.OpenFile(j.logPath, os.O_RDWR|os.O_APPEND, 0)
 		if err != nil {
 			f = nil // the job ended and its log is gone
@@ -381,19 +381,32 @@ func (s *Supervisor) waitStages(j *job, d time.Duration) {
 	}
 }
 
-// oomKills reads the cgroup v2 oom_kill counter of the container's cgroup
-// (memory.events, Documentation/admin-guide/cgroup-v2.rst); 0 when it is
-// not available.
-func oomKills() int {
-	b, err := os.ReadFile("/sys/fs/cgroup/memory.events")
-	if err != nil {
-		return 0
-	}
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
-			n, _ := strconv.Atoi(string(bytes.TrimSpace(v)))
-			return n
+// oomKills reads the container's OOM-kill counter under the cgroup file
+// system mounted at root ("/sys/fs/cgroup" in a container): cgroup v2
+// keeps it as "oom_kill N" in memory.events
+// (Documentation/admin-guide/cgroup-v2.rst); cgroup v1 as "oom_kill N" in
+// memory/memory.oom_control (Linux 4.13 and later,
+// Documentation/admin-guide/cgroup-v1/memory.rst). 0 when neither is
+// readable.
+func oomKills(root string) int {
+	for _, f := range []string{"memory.events", "memory/memory.oom_control"} {
+		if b, err := os.ReadFile(root + "/" + f); err == nil {
+			if n, ok := parseOOMKill(b); ok {
+				return n
+			}
 		}
 	}
 	return 0
+}
+
+// parseOOMKill returns the value of the "oom_kill N" line of a cgroup
+// flat-keyed file (memory.events or memory.oom_control).
+func parseOOMKill(b []byte) (int, bool) {
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

@@ -80,6 +80,9 @@ type Config struct {
 	TestHooks bool
 	// ProcRoot is where /proc is mounted (default "/proc").
 	ProcRoot string
+	// CgroupRoot is where the container's cgroup file system is mounted
+	// (default "/sys/fs/cgroup"), for the OOM-kill counter.
+	CgroupRoot string
 	// Version is reported by status.
 	Version string
 	// Log receives warmpod's own messages.
@@ -112,6 +115,7 @@ type Supervisor struct {
 	drainWhy  atomic.Value // string
 	expiring  atomic.Bool  // a lease-expiry clean-up is running
 	exitCode  atomic.Int32
+	termed    map[int]bool // got the pod's SIGTERM from onSignal; Run's goroutine only
 }
 
 // snapshot is what probes and status read without taking any lock.
@@ -129,6 +133,9 @@ func New(cfg Config) (*Supervisor, error) {
 	}
 	if cfg.ProcRoot == "" {
 		cfg.ProcRoot = "/proc"
+	}
+	if cfg.CgroupRoot == "" {
+		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
 	if cfg.JobsDir == "" {
 		cfg.JobsDir = "/run/warmpod/jobs"
@@ -259,7 +266,9 @@ func (s *Supervisor) onSignal(sig unix.Signal) {
 	case unix.SIGTERM:
 		s.log.Info("SIGTERM: shutting down", "grace", s.cfg.Grace)
 		s.proxy.Freeze(nil) // a shell that exits on TERM is not replaced
+		pgid := s.proxy.ShellPID()
 		_ = s.proxy.Signal(unix.SIGTERM)
+		s.recordTermed(pgid)
 		s.startDrain("sigterm", 128+int(unix.SIGTERM))
 	case unix.SIGWINCH:
 		s.proxy.Resize()
@@ -299,10 +308,11 @@ func (s *Supervisor) watchActivity(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var lastInput time.Time
+	var usage idle.UsageTracker
 	for {
 		select {
 		case <-tick.C:
-			s.scanActivity(&lastInput)
+			s.scanActivity(&lastInput, &usage)
 			s.kick()
 		case <-s.draining:
 			return
@@ -312,7 +322,12 @@ func (s *Supervisor) watchActivity(ctx context.Context) {
 	}
 }
 
-func (s *Supervisor) scanActivity(lastInput *time.Time) {
+// scanActivity reports activity to the idle machine: stdin bytes, or a
+// foreign process (not the idle shell, not warmpod's own clients) that
+// appeared or used CPU or did I/O since the last scan. A foreign process
+// that only sleeps (a leaked `kubectl exec` shell, a forgotten `sleep`)
+// counts once, when first seen, so it cannot hold an idle pod up forever.
+func (s *Supervisor) scanActivity(lastInput *time.Time, usage *idle.UsageTracker) {
 	now := time.Now()
 	active := false
 	if in := s.proxy.LastInput(); in.After(*lastInput) {
@@ -327,7 +342,12 @@ func (s *Supervisor) scanActivity(lastInput *time.Time) {
 			foreign := idle.Foreign(procs, func(p idle.Proc) bool {
 				return p.PID == shell || clients[p.PID]
 			})
-			active = len(foreign) > 0
+			cur := make(map[int]idle.Usage, len(foreign))
+			for _, p := range foreign {
+				io, _ := idle.ReadIO(s.cfg.ProcRoot, p.PID)
+				cur[p.PID] = idle.Usage{Start: p.Start, CPU: p.CPU, IO: io}
+			}
+			active = usage.Update(cur)
 		}
 	}
 	if active {
@@ -335,6 +355,32 @@ func (s *Supervisor) scanActivity(lastInput *time.Time) {
 		s.machine.Activity(now)
 		s.mu.Unlock()
 		s.publish(now)
+	}
+}
+
+// recordTermed notes which processes the SIGTERM just forwarded to process
+// group pgid reached, so the shutdown sweep does not send them a second one
+// (Run's goroutine only: onSignal and shutdown both run on it). The scan
+// comes after the kill(2): a member forked before it got the signal; one
+// forked in the microseconds between would be spared a TERM it never got
+// and still be SIGKILLed after the grace period, as would a new process
+// that reused a recorded PID before the sweep (the PID space would have to
+// wrap within those milliseconds).
+func (s *Supervisor) recordTermed(pgid int) {
+	if pgid <= 1 {
+		return
+	}
+	procs, err := s.procs.container()
+	if err != nil {
+		return
+	}
+	if s.termed == nil {
+		s.termed = map[int]bool{}
+	}
+	for _, p := range procs {
+		if p.PGID == pgid && p.State != 'Z' {
+			s.termed[p.PID] = true
+		}
 	}
 }
 
@@ -376,12 +422,14 @@ func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
 	s.opMu.Lock()
 	jobID := ""
 	s.mu.Lock()
-	if s.job != nil {
-		jobID = s.job.spec.ID
+	j := s.job
+	if j != nil {
+		jobID = j.spec.ID
 	}
 	jobsRun := s.machine.Snapshot(time.Now()).JobsRun
 	s.mu.Unlock()
 	s.proxy.Freeze(nil)
+	s.stopPuts(j)
 	// Everything but warmpod's own clients first; a client still reading
 	// its answer (the `job end` that reached --max-jobs) gets time to exit
 	// by itself, then whatever is left gets the same TERM → KILL.
@@ -389,7 +437,7 @@ func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
 	if procs, err := s.procs.container(); err == nil {
 		clients = s.procs.executorClients(procs)
 	}
-	n := s.procs.terminate(func(p idle.Proc) bool { return clients[p.PID] }, s.cfg.Grace)
+	n := s.procs.terminateExcept(func(p idle.Proc) bool { return clients[p.PID] }, s.termed, s.cfg.Grace)
 	s.procs.waitGone(func(p idle.Proc) bool { return !clients[p.PID] }, 2*time.Second)
 	n += s.procs.terminate(nil, time.Second)
 	s.proxy.Stop(time.Second)
@@ -584,6 +632,8 @@ func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.R
 			return s.CancelStage(req.Job, req.Stage, peer.PID, d)
 		}
 		return s.CancelJob(req.Job, peer.PID, d)
+	case control.OpJobPut:
+		return s.StartPut(peer, req.Path)
 	case control.OpJobRenew:
 		if err := s.Renew(req.Job); err != nil {
 			code := control.ExitUnavailable

@@ -55,14 +55,35 @@ func jobFlags(name string) (*flag.FlagSet, *string, *string) {
 }
 
 func parseClient(fs *flag.FlagSet, args []string) bool {
-	if err := fs.Parse(args); err != nil {
-		return false
+	_, ok := parseClientArgs(fs, args)
+	return ok
+}
+
+// parseClientArgs parses flags and positional arguments in any order
+// ("put --job a PATH --size N" and "put PATH --job a --size N" alike; Go's
+// flag package alone stops at the first positional) and returns the
+// positional ones; everything after "--" is positional.
+func parseClientArgs(fs *flag.FlagSet, args []string) ([]string, bool) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, false
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
 	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod:", err)
-		return false
+		return nil, false
 	}
-	return true
+	return pos, true
 }
 
 // callTimeout bounds any client's exchange with PID 1 (a job end takes up
@@ -321,42 +342,59 @@ func jobRun(args []string) int {
 }
 
 // jobPut writes stdin to PATH atomically (temp file, fsync, digest check,
-// chmod, rename): short input or a digest mismatch exits 65 and leaves
-// nothing behind.
+// chmod, rename) for the job holding the lease: short input or a digest
+// mismatch exits 65 and leaves nothing behind; no job, or --job naming a
+// job that does not hold the lease, exits 69 or 75 before anything is
+// written. PID 1 registers the write: if the job ends first, it kills this
+// process and removes the temporary file, so a write never outlives its job.
 func jobPut(args []string) int {
 	fs, sock, job := jobFlags("job put")
 	size := fs.Int64("size", -1, "exact number of bytes on stdin (required)")
 	sum := fs.String("sha256", "", "hex SHA-256 of the content (required)")
 	mode := fs.String("mode", "0644", "file mode (octal)")
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		args = append(args[1:], args[0]) // PATH first, flags after
-	}
-	if !parseClient(fs, args) || fs.NArg() != 1 || *size < 0 || *sum == "" {
-		fmt.Fprintln(os.Stderr, "usage: warmpod job put PATH --size N --sha256 HEX [--mode 0644]")
+	pos, ok := parseClientArgs(fs, args)
+	if !ok || len(pos) != 1 || *size < 0 || *sum == "" {
+		fmt.Fprintln(os.Stderr, "usage: warmpod job put PATH --size N --sha256 HEX [--mode 0644] [--job ID]")
 		return control.ExitUsage
 	}
 	m, err := strconv.ParseUint(*mode, 8, 32)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod: --mode:", err)
+	if err != nil || m > 0o7777 {
+		fmt.Fprintf(os.Stderr, "warmpod: --mode %q: want an octal file mode\n", *mode)
 		return control.ExitUsage
 	}
-	uid, gid := -1, -1
-	if resp, _ := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnv, Job: *job}); resp != nil && resp.User != "" {
-		if cred, err := parseUser(resp.User); err == nil {
-			uid, gid = int(cred.Uid), int(cred.Gid)
-		}
-		for i := range resp.Env {
-			resp.Env[i] = ""
-		}
-	}
-	dest, _ := filepath.Abs(fs.Arg(0))
+	dest, _ := filepath.Abs(pos[0])
 	if d := filepath.Dir(filepath.Clean(dest)); d == filepath.Dir(*sock) || strings.HasPrefix(d+"/", filepath.Dir(*sock)+"/logs/") {
 		fmt.Fprintf(os.Stderr, "warmpod: job put: %s is in PID 1's runtime directory\n", dest)
 		return control.ExitDataErr
 	}
-	if err := joblog.Put(fs.Arg(0), os.Stdin, *size, *sum, os.FileMode(m), uid, gid); err != nil {
+	refused := 0
+	claim := func(tmp string) (int, int, error) {
+		resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobPut, Job: *job, Path: tmp})
+		if resp == nil {
+			refused = code
+			return 0, 0, errors.New("PID 1 not reachable")
+		}
+		if !resp.OK {
+			refused = resp.Code
+			return 0, 0, errors.New(resp.Error)
+		}
+		uid, gid := -1, -1
+		if resp.User != "" {
+			cred, err := parseUser(resp.User)
+			if err != nil {
+				refused = control.ExitSoftware
+				return 0, 0, fmt.Errorf("job user %q: %w", resp.User, err)
+			}
+			uid, gid = int(cred.Uid), int(cred.Gid)
+		}
+		return uid, gid, nil
+	}
+	if err := joblog.Put(dest, os.Stdin, *size, *sum, joblog.PutOptions{Mode: os.FileMode(m), Claim: claim}); err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod: job put:", err)
-		if errors.Is(err, joblog.ErrBadInput) || errors.Is(err, joblog.ErrUnsafePath) {
+		switch {
+		case refused != 0:
+			return refused
+		case errors.Is(err, joblog.ErrBadInput) || errors.Is(err, joblog.ErrUnsafePath):
 			return control.ExitDataErr
 		}
 		return control.ExitSoftware
@@ -393,9 +431,20 @@ func jobLogs(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	defer stop()
+	ctx, gone := context.WithCancelCause(ctx)
+	defer gone(nil)
 	var lastRenew time.Time
 	renew := func() {
 		if id == "" || time.Since(lastRenew) < time.Second {
+			return
+		}
+		// Only a live reader may keep the job alive: a follower whose
+		// exec client died (kubectl killed: the process inside the
+		// container survives it) must not renew a dead executor's lease.
+		// A quiet stage writes nothing that would fail, so ask the
+		// kernel instead.
+		if outputGone(os.Stdout) {
+			gone(errNoReader)
 			return
 		}
 		lastRenew = time.Now()
@@ -407,6 +456,9 @@ func jobLogs(args []string) int {
 	err := joblog.Read(ctx, *path, flushWriter{out}, joblog.ReadOptions{Offset: *offset, Follow: *follow, WaitFile: *waitFile, OnPoll: renew})
 	_ = out.Flush()
 	switch {
+	case errors.Is(context.Cause(ctx), errNoReader):
+		fmt.Fprintln(os.Stderr, "warmpod: job logs:", errNoReader)
+		return 1
 	case errors.Is(err, joblog.ErrGone), errors.Is(err, joblog.ErrNotFound):
 		fmt.Fprintln(os.Stderr, "warmpod: job logs:", err)
 		return control.ExitLogGone
@@ -415,6 +467,20 @@ func jobLogs(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// errNoReader ends a follower whose output nobody reads any more.
+var errNoReader = errors.New("nobody reads the output any more (the exec client is gone): stopped, and the lease no longer renewed")
+
+// outputGone tells whether nobody can read f any more: poll(2) reports
+// POLLERR on a pipe whose read end is closed and POLLHUP on a socket or
+// terminal whose other side is gone. It costs one syscall and writes
+// nothing, so it works while the followed job is quiet. A regular file
+// or /dev/null never reports gone.
+func outputGone(f *os.File) bool {
+	fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLOUT}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0 && fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0
 }
 
 // flushWriter flushes after every record so a follower sees lines at once.

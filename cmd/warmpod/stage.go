@@ -155,7 +155,7 @@ func jobStage(args []string) int {
 	}
 	_, _ = os.Stderr.Write(append(resp.Data, '\n'))
 
-	live := func() bool { return !executorGone.Load() }
+	live := func() bool { return !executorGone.Load() && !outputGone(os.Stdout) }
 	final, err := streamStage(ctx, *sock, resp.Job, st.LogPath, view, *offset, os.Stdout, live)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod: job stage:", err)
@@ -196,7 +196,7 @@ func putScript(st *control.Response, name string, r io.Reader, size int64, diges
 		}
 	}
 	path := filepath.Join(dir, name)
-	if err := joblog.Put(path, io.LimitReader(r, size), size, digest, 0o500, uid, gid); err != nil {
+	if err := joblog.Put(path, io.LimitReader(r, size), size, digest, joblog.PutOptions{Mode: 0o500, UID: uid, GID: gid}); err != nil {
 		return "", err
 	}
 	return path, nil
