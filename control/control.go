@@ -240,27 +240,40 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		writeResponse(c, Response{Code: ExitNoPerm, Error: "permission denied: only root or uid " + fmt.Sprint(s.uid)})
 		return
 	}
-	line, err := readLine(bufio.NewReaderSize(c, 64<<10), MaxRequestBytes)
+	req, err := ReadRequest(bufio.NewReaderSize(c, 64<<10))
 	if err != nil {
-		writeResponse(c, Response{Code: ExitDataErr, Error: "bad request: " + err.Error()})
-		return
-	}
-	var req Request
-	err = json.Unmarshal(line, &req)
-	clear(line) // it may hold a job spec with secrets
-	if err != nil {
-		writeResponse(c, Response{Code: ExitDataErr, Error: "bad request: not JSON"})
+		writeResponse(c, Response{Code: ExitDataErr, Error: err.Error()})
 		return
 	}
 	// A job end waits for the grace period: no deadline while PID 1 works.
 	_ = c.SetDeadline(time.Time{})
-	resp := s.handler(ctx, peer, &req)
+	resp := s.handler(ctx, peer, req)
 	clear(req.Spec)
 	_ = c.SetWriteDeadline(time.Now().Add(RequestTimeout))
 	writeResponse(c, resp)
 	for i := range resp.Env {
 		resp.Env[i] = ""
 	}
+}
+
+// ReadRequest reads one request frame from r: a JSON object on one line of
+// at most MaxRequestBytes bytes (the '\n' may be missing before EOF). The
+// line's bytes are cleared once decoded, since a job spec carries secrets;
+// r may have buffered more. Errors start with "bad request: " and never
+// quote the input: the line is too long, the read failed (a timeout, EOF
+// before any byte), or it is not a JSON object of Request's fields.
+func ReadRequest(r *bufio.Reader) (*Request, error) {
+	line, err := readLine(r, MaxRequestBytes)
+	if err != nil {
+		return nil, fmt.Errorf("bad request: %w", err)
+	}
+	var req Request
+	err = json.Unmarshal(line, &req)
+	clear(line) // it may hold a job spec with secrets
+	if err != nil {
+		return nil, errors.New("bad request: not a JSON request object")
+	}
+	return &req, nil
 }
 
 func writeResponse(c net.Conn, r Response) {

@@ -42,12 +42,14 @@ const (
 	DefaultCallTimeout = 30 * time.Second
 	busyboxPath        = "/bin/busybox"
 	warmpodInRootfs    = "/usr/local/bin/warmpod"
+	sigcountInRootfs   = "/usr/local/bin/sigcount"
 )
 
 var (
 	runcPath        string   // absolute path of runc
 	warmpodBin      string   // host path of the warmpod binary ("" if unavailable)
 	warmpodBuildErr error    // why warmpodBin is empty
+	sigcountBin     string   // host path of the sigcount test program ("" if unavailable)
 	busyboxApplets  []string // output of `busybox --list`
 	verbose         = os.Getenv("WARMPOD_E2E_VERBOSE") == "1"
 )
@@ -109,6 +111,10 @@ func testMain(m *testing.M) int {
 	} else {
 		warmpodBin, warmpodBuildErr = buildWarmpod(tmp)
 	}
+	if sigcountBin, err = buildSigcount(tmp); err != nil {
+		sigcountBin = ""
+		fmt.Printf("e2e: %v\n", err)
+	}
 	if warmpodBuildErr != nil {
 		// Harness self-tests (busybox only) still run; warmpod tests fail
 		// with this error via requireWarmpod.
@@ -126,15 +132,29 @@ func buildWarmpod(dir string) (string, error) {
 			goTool = "/usr/local/go/bin/go"
 		}
 	}
-	out := filepath.Join(dir, "warmpod")
+	return goBuild(goTool, dir, "../cmd/warmpod")
+}
+
+// goBuild builds the static binary of package pkg into dir.
+func goBuild(goTool, dir, pkg string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, "build", "-trimpath", "-o", out, "../cmd/warmpod")
+	cmd := exec.CommandContext(ctx, goTool, "build", "-trimpath", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ../cmd/warmpod: %v\n%s", err, b)
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return out, nil
+}
+
+// buildSigcount builds ./sigcount (see its doc) into dir.
+func buildSigcount(dir string) (string, error) {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		goTool = "/usr/local/go/bin/go"
+	}
+	return goBuild(goTool, dir, "./sigcount")
 }
 
 // requireWarmpod fails the test when the warmpod binary could not be built.
@@ -464,6 +484,7 @@ func (c *Container) State(t testing.TB) string {
 // ExecOpts configures one `runc exec`.
 type ExecOpts struct {
 	Stdin   string        // fed to the process; empty = /dev/null
+	StdinR  io.Reader     // fed to the process instead of Stdin when set
 	Env     []string      // KEY=VALUE, passed as `--env`
 	User    string        // uid[:gid], passed as `--user`
 	Timeout time.Duration // default DefaultCallTimeout
@@ -518,6 +539,9 @@ func (c *Container) ExecAsync(t testing.TB, o ExecOpts, args ...string) <-chan E
 	cmd.Stdout, cmd.Stderr = &so, &se
 	if o.Stdin != "" {
 		cmd.Stdin = strings.NewReader(o.Stdin)
+	}
+	if o.StdinR != nil {
+		cmd.Stdin = o.StdinR
 	}
 	// A background process started by the exec'd command may inherit stdout;
 	// don't wait for its EOF longer than this after the process exited.
@@ -638,6 +662,9 @@ func buildRootfs(t testing.TB, root string, withWarmpod bool) {
 	if withWarmpod {
 		requireWarmpod(t)
 		copyFile(t, warmpodBin, filepath.Join(root, warmpodInRootfs), 0o755)
+		if sigcountBin != "" {
+			copyFile(t, sigcountBin, filepath.Join(root, sigcountInRootfs), 0o755)
+		}
 	}
 	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/passwd"), []byte(
 		"root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\n"), 0o644))

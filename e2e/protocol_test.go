@@ -36,6 +36,8 @@ type protoSpec struct {
 	ConfigHash string   `json:"config_hash,omitempty"`
 	Scope      string   `json:"scope,omitempty"`
 	Variables  []jobVar `json:"variables"`
+	// CleanupPaths are directory patterns wiped at job end.
+	CleanupPaths []string `json:"cleanup_paths,omitempty"`
 }
 
 func (s protoSpec) line(t testing.TB) string {
