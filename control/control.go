@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -124,13 +125,31 @@ type Server struct {
 	log     hclog.Logger
 	uid     int
 
-	wg    sync.WaitGroup
-	slots chan struct{} // at most MaxConcurrent requests in flight
+	wg       sync.WaitGroup
+	conns    chan struct{} // at most MaxConns connections open
+	slots    chan struct{} // at most MaxConcurrent requests being handled
+	buffered atomic.Int64  // bytes of request lines being read, at most FrameBudget
 }
 
-// MaxConcurrent bounds the requests PID 1 serves at once (each may hold a
-// 1 MiB spec); more get exit 75 at once.
+// MaxConns bounds the control connections PID 1 keeps open at once, each
+// costing a goroutine and a 4 KiB read buffer until its request line has
+// arrived (RequestTimeout at most); more are answered with exit 75 and
+// closed at once. It is high so that silent or garbage connections (a
+// flood from job code running as root) cannot crowd out the executor's
+// calls, which arrive complete within milliseconds.
+const MaxConns = 2048
+
+// MaxConcurrent bounds the requests PID 1 handles at once, once read (a
+// job.wait may last an hour); more get exit 75 at once.
 const MaxConcurrent = 64
+
+// FrameBudget bounds, in bytes, the request lines being read by all
+// connections together (a job spec may be 1 MiB; a thousand connections
+// each sending a large frame must not make PID 1 allocate a gigabyte); a
+// connection whose line would overrun it gets exit 75. With MaxConns and
+// the 4 KiB buffers it bounds what the control socket can make PID 1 hold
+// at about 16 MiB + 2048 × 12 KiB.
+const FrameBudget = 16 << 20
 
 // Listen creates the socket at path: its directory is created (or set) to
 // mode 0711 — others may traverse it to reach their own job directory
@@ -163,7 +182,8 @@ func Listen(path string, h Handler, log hclog.Logger) (*Server, error) {
 		_ = ln.Close()
 		return nil, err
 	}
-	return &Server{path: path, ln: ln, handler: h, log: log, uid: os.Geteuid(), slots: make(chan struct{}, MaxConcurrent)}, nil
+	return &Server{path: path, ln: ln, handler: h, log: log, uid: os.Geteuid(),
+		conns: make(chan struct{}, MaxConns), slots: make(chan struct{}, MaxConcurrent)}, nil
 }
 
 // Path returns the socket path.
@@ -187,20 +207,15 @@ func (s *Server) Serve(ctx context.Context) error {
 			continue
 		}
 		select {
-		case s.slots <- struct{}{}:
+		case s.conns <- struct{}{}:
 		default:
-			// Bounded memory: each request may buffer up to 1 MiB.
-			go func() {
-				_ = c.SetDeadline(time.Now().Add(time.Second))
-				writeResponse(c, Response{Code: ExitTempFail, Error: "too many concurrent requests"})
-				_ = c.Close()
-			}()
+			go refuse(c, "too many open control connections")
 			continue
 		}
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer func() { <-s.slots }()
+			defer func() { <-s.conns }()
 			s.serveConn(ctx, c)
 		}()
 	}
@@ -240,9 +255,21 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		writeResponse(c, Response{Code: ExitNoPerm, Error: "permission denied: only root or uid " + fmt.Sprint(s.uid)})
 		return
 	}
-	req, err := ReadRequest(bufio.NewReaderSize(c, 64<<10))
+	req, err := readRequest(bufio.NewReaderSize(c, 4096), s.reserve)
+	if errors.Is(err, errBudget) {
+		writeResponse(c, Response{Code: ExitTempFail, Error: err.Error()})
+		return
+	}
 	if err != nil {
 		writeResponse(c, Response{Code: ExitDataErr, Error: err.Error()})
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		clear(req.Spec)
+		writeResponse(c, Response{Code: ExitTempFail, Error: "too many concurrent requests"})
 		return
 	}
 	// A job end waits for the grace period: no deadline while PID 1 works.
@@ -256,6 +283,26 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	}
 }
 
+// refuse answers c with exit 75 and closes it, bounded by a second.
+func refuse(c net.Conn, why string) {
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	writeResponse(c, Response{Code: ExitTempFail, Error: why})
+	_ = c.Close()
+}
+
+// errBudget reports a request line that would overrun FrameBudget.
+var errBudget = errors.New("bad request: PID 1 is reading too many large requests at once; retry")
+
+// reserve takes n bytes of FrameBudget (n < 0 gives them back); false
+// when they are not available.
+func (s *Server) reserve(n int) bool {
+	if s.buffered.Add(int64(n)) > FrameBudget && n > 0 {
+		s.buffered.Add(int64(-n))
+		return false
+	}
+	return true
+}
+
 // ReadRequest reads one request frame from r: a JSON object on one line of
 // at most MaxRequestBytes bytes (the '\n' may be missing before EOF). The
 // line's bytes are cleared once decoded, since a job spec carries secrets;
@@ -263,7 +310,19 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 // quote the input: the line is too long, the read failed (a timeout, EOF
 // before any byte), or it is not a JSON object of Request's fields.
 func ReadRequest(r *bufio.Reader) (*Request, error) {
-	line, err := readLine(r, MaxRequestBytes)
+	return readRequest(r, nil)
+}
+
+// readRequest is ReadRequest with the line's bytes taken from a budget
+// (reserve, when not nil; errBudget when it refuses).
+func readRequest(r *bufio.Reader, reserve func(int) bool) (*Request, error) {
+	line, err := readLine(r, MaxRequestBytes, reserve)
+	if reserve != nil {
+		defer reserve(-cap(line))
+	}
+	if errors.Is(err, errBudget) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bad request: %w", err)
 	}
@@ -287,14 +346,33 @@ func writeResponse(c net.Conn, r Response) {
 }
 
 // readLine reads up to and including '\n' (which is stripped), refusing
-// lines longer than max.
-func readLine(r *bufio.Reader, max int) ([]byte, error) {
+// lines longer than limit.
+// With reserve set, every growth of the line is reserved from it first
+// (and given back on error; on success the caller gives back cap of the
+// line); errBudget when it refuses.
+func readLine(r *bufio.Reader, limit int, reserve func(int) bool) ([]byte, error) {
 	var out []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
-		if len(out)+len(chunk) > max {
+		if len(out)+len(chunk) > limit {
 			clear(out)
-			return nil, fmt.Errorf("line longer than %d bytes", max)
+			if reserve != nil {
+				reserve(-cap(out))
+			}
+			return nil, fmt.Errorf("line longer than %d bytes", limit)
+		}
+		if need := len(out) + len(chunk); need > cap(out) {
+			// Grow explicitly, so the reservation matches the capacity.
+			grown := max(need, min(2*cap(out), limit))
+			if reserve != nil && !reserve(grown-cap(out)) {
+				clear(out)
+				reserve(-cap(out))
+				return nil, errBudget
+			}
+			n := make([]byte, len(out), grown)
+			copy(n, out)
+			clear(out)
+			out = n
 		}
 		out = append(out, chunk...)
 		if err == nil {
@@ -307,6 +385,9 @@ func readLine(r *bufio.Reader, max int) ([]byte, error) {
 			return out, nil // a last line without '\n'
 		}
 		clear(out)
+		if reserve != nil {
+			reserve(-cap(out))
+		}
 		return nil, err
 	}
 }
@@ -356,7 +437,7 @@ func Call(ctx context.Context, path string, req *Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	line, err := readLine(bufio.NewReaderSize(c, 64<<10), MaxResponseBytes)
+	line, err := readLine(bufio.NewReaderSize(c, 64<<10), MaxResponseBytes, nil)
 	if err != nil {
 		return nil, fmt.Errorf("reading response: %w", err)
 	}

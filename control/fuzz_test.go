@@ -57,3 +57,28 @@ func TestReadRequestLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, OpStatus, r.Op)
 }
+
+func TestReadLineBudget(t *testing.T) {
+	var held int
+	reserve := func(budget int) func(int) bool {
+		return func(n int) bool {
+			if n > 0 && held+n > budget {
+				return false
+			}
+			held += n
+			return true
+		}
+	}
+	long := strings.Repeat("x", 20<<10) + "\n"
+	_, err := readRequest(bufio.NewReaderSize(strings.NewReader(long), 4096), reserve(10<<10))
+	require.ErrorIs(t, err, errBudget)
+	require.Zero(t, held, "a refused line gave back its budget")
+
+	_, err = readRequest(bufio.NewReaderSize(strings.NewReader(`{"op":"status"}`+"\n"), 4096), reserve(10<<10))
+	require.NoError(t, err)
+	require.Zero(t, held, "a read line gave back its budget")
+
+	_, err = readRequest(bufio.NewReaderSize(strings.NewReader(strings.Repeat("y", 5000)), 4096), reserve(1<<20))
+	require.Error(t, err, "not JSON")
+	require.Zero(t, held)
+}

@@ -222,6 +222,9 @@ type Opts struct {
 	NoWarmpod bool
 	// EditSpec, if set, may modify the generated config.json before start.
 	EditSpec func(spec map[string]any)
+	// Stdout, if set, is PID 1's stdout itself (runc passes it on), so a
+	// test can close its read end; Container.Stdout then stays empty.
+	Stdout *os.File
 }
 
 // Container is one runc container run in the foreground (`runc run`).
@@ -276,6 +279,9 @@ func Start(t testing.TB, args []string, opts Opts) *Container {
 	c.stderr = &syncBuffer{t: t, prefix: "[stderr] ", tee: verbose}
 	cmd := exec.Command(runcPath, "run", "--bundle", c.Bundle, c.ID)
 	cmd.Stdout = c.stdout
+	if opts.Stdout != nil {
+		cmd.Stdout = opts.Stdout
+	}
 	cmd.Stderr = c.stderr
 	// If some process in the container keeps stdout open after runc exits,
 	// don't let Wait hang on the copy goroutine forever.
@@ -319,6 +325,19 @@ func Start(t testing.TB, args []string, opts Opts) *Container {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return c
+}
+
+// HostPID returns the host PID of the container's PID 1 (runc state).
+func (c *Container) HostPID(t testing.TB) int {
+	t.Helper()
+	out, err := exec.Command(runcPath, "state", c.ID).Output()
+	require.NoError(t, err, "runc state")
+	var st struct {
+		Pid int `json:"pid"`
+	}
+	require.NoError(t, json.Unmarshal(out, &st))
+	require.Greater(t, st.Pid, 1, "runc state: %s", out)
+	return st.Pid
 }
 
 func (c *Container) cleanup() {

@@ -38,6 +38,7 @@ type wpOpts struct {
 	Cmd         []string // command after "--", default /bin/sh
 	NoWait      bool     // don't wait for the control socket
 	Socket      string   // control socket to wait for, default /run/warmpod/control.sock
+	Container   Opts     // container options (Env is taken from Env above)
 }
 
 func startWarmpod(t *testing.T, o wpOpts) *Warmpod {
@@ -60,7 +61,9 @@ func startWarmpod(t *testing.T, o wpOpts) *Warmpod {
 	args = append(args, o.Flags...)
 	args = append(args, "--")
 	args = append(args, o.Cmd...)
-	w := &Warmpod{Container: Start(t, args, Opts{Env: o.Env}), ProbeAddr: addr}
+	copts := o.Container
+	copts.Env = o.Env
+	w := &Warmpod{Container: Start(t, args, copts), ProbeAddr: addr}
 	if o.Socket == "" {
 		o.Socket = controlSocket
 	}
