@@ -10,8 +10,8 @@ import (
 )
 
 // FuzzQuote checks that any value without NUL survives RenderExports and
-// eval in /bin/sh byte for byte. Each input runs a shell, so the seed
-// corpus is kept small.
+// eval byte for byte in every shell of shells (dash as /bin/sh, bash,
+// busybox sh). Each input runs the shells, so the seed corpus is small.
 func FuzzQuote(f *testing.F) {
 	for _, seed := range []string{"", "it's", `'\''`, "$(id)`id`", "a\nb\n", "\\\"*?[", "🔑\xff"} {
 		f.Add(seed)
@@ -20,8 +20,10 @@ func FuzzQuote(f *testing.F) {
 		if strings.IndexByte(value, 0) >= 0 {
 			t.Skip("sh cannot hold NUL")
 		}
-		got := shellRoundTrip(t, "/bin/sh", value)
-		require.True(t, got == value, "round trip of %q gave %q", value, got)
+		for _, sh := range shells(t) {
+			got := shellRoundTrip(t, sh, value)
+			require.True(t, got == value, "%s: round trip of %q gave %q", sh, value, got)
+		}
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,8 @@ import (
 const evalScript = `eval "$(cat)"; printf %s "$K"`
 
 // shells returns the shells to run the round trip in: /bin/sh always,
-// plus bash and dash when installed.
+// plus bash, dash and busybox sh (the shell of most CI helper images)
+// when installed.
 func shells(t testing.TB) []string {
 	t.Helper()
 	out := []string{"/bin/sh"}
@@ -35,6 +37,9 @@ func shells(t testing.TB) []string {
 			out = append(out, p)
 		}
 	}
+	if p, err := exec.LookPath("busybox"); err == nil {
+		out = append(out, p)
+	}
 	return out
 }
 
@@ -43,7 +48,26 @@ func shells(t testing.TB) []string {
 func shellCommand(t testing.TB, sh, script string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	t.Cleanup(cancel)
+	if filepath.Base(sh) == "busybox" {
+		return exec.CommandContext(ctx, sh, "sh", "-c", script)
+	}
 	return exec.CommandContext(ctx, sh, "-c", script)
+}
+
+// TestQuoteNeverExecutes evals values built to run a command if quoting
+// failed, in every shell, and checks that the command never ran.
+func TestQuoteNeverExecutes(t *testing.T) {
+	canary := filepath.Join(t.TempDir(), "ran")
+	touch := "touch " + canary
+	for _, sh := range shells(t) {
+		for _, v := range []string{"$(" + touch + ")", "`" + touch + "`", "'; " + touch + "; '", "'\n" + touch + "\n'",
+			"\n" + touch + "\n", "\\'$(" + touch + ")'", "${x:-$(" + touch + ")}", "$((0))$(" + touch + ")"} {
+			got := shellRoundTrip(t, sh, v)
+			require.Equal(t, v, got, sh)
+			_, err := os.Stat(canary)
+			require.True(t, errors.Is(err, os.ErrNotExist), "%s executed the value %q", sh, v)
+		}
+	}
 }
 
 // shellRoundTrip renders K=value with RenderExports, evals it in sh and

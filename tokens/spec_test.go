@@ -309,3 +309,67 @@ func TestSecretUnmarshalJSON(t *testing.T) {
 	require.NoError(t, s.UnmarshalJSON([]byte("\"\xff\xfe\"")))
 	require.Equal(t, "\xff\xfe", s.Reveal())
 }
+
+// TestParseSpecHostile is the hostile-executor table of issue 10: each
+// input is refused with the field named (and never a value echoed), or,
+// for a token full of shell syntax, accepted and rendered inert.
+func TestParseSpecHostile(t *testing.T) {
+	vars := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"id":"a","variables":[`)
+		for i := 0; i < n; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"key":"V%d","value":"x"}`, i)
+		}
+		b.WriteString("]}")
+		return b.String()
+	}
+	for _, tc := range []struct {
+		name, in, field string
+	}{
+		{"duplicate top-level key", `{"id":"a","id":"b"}`, "id"},
+		{"duplicate variable key", `{"id":"a","variables":[{"key":"A"},{"key":"A"}]}`, "variables[1].key"},
+		{"duplicate member in a variable", `{"id":"a","variables":[{"key":"A","key":"B"}]}`, "variables[0].key"},
+		{"non-POSIX name", `{"id":"a","variables":[{"key":"A-B"}]}`, "variables[0].key"},
+		{"name starting with a digit", `{"id":"a","variables":[{"key":"1A"}]}`, "variables[0].key"},
+		{"name with a NUL", `{"id":"a","variables":[{"key":"A\u0000B"}]}`, "variables[0].key"},
+		{"NUL in a value", `{"id":"a","variables":[{"key":"A","value":"x\u0000y"}]}`, "variables[0].value"},
+		{"NUL in the token", `{"id":"a","token":"x\u0000y"}`, "token"},
+		{"10 MB value", `{"id":"a","variables":[{"key":"A","value":"` + strings.Repeat("x", 10<<20) + `"}]}`, ""},
+		{"100,000 variables", vars(100_000), ""},
+		{"1,001 variables", vars(MaxVariables + 1), "variables"},
+		{"deep nesting", `{"id":"a","variables":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`, ""},
+		{"nesting in a value", `{"id":"a","variables":[{"key":"A","value":{"x":[[[]]]}}]}`, "variables[0].value"},
+		{"wrong type: id", `{"id":5}`, "id"},
+		{"wrong type: variables", `{"id":"a","variables":{"A":"b"}}`, "variables"},
+		{"wrong type: file", `{"id":"a","variables":[{"key":"A","file":"yes"}]}`, "variables[0].file"},
+		{"wrong type: timeout", `{"id":"a","timeout":3600}`, "timeout"},
+		{"trailing garbage", `{"id":"a"} {"id":"b"}`, ""},
+		{"trailing garbage after newline", "{\"id\":\"a\"}\nrm -rf /", ""},
+		{"id escaping the jobs directory", `{"id":"../../etc"}`, "id"},
+		{"not an object", `["id","a"]`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ParseSpec([]byte(tc.in))
+			require.Error(t, err)
+			require.Nil(t, s)
+			se, ok := err.(*SpecError)
+			require.True(t, ok, "%T", err)
+			require.Equal(t, tc.field, se.Field, err.Error())
+			require.Less(t, len(err.Error()), 300, "the error echoes the input")
+		})
+	}
+
+	token := "line1\nline2'\"$(touch /tmp/pwned)`id`;|&<>*?[]{}~#!\\"
+	raw, err := json.Marshal(map[string]any{"id": "a", "token": token})
+	require.NoError(t, err)
+	s, err := ParseSpec(raw)
+	require.NoError(t, err)
+	defer s.Wipe()
+	require.Equal(t, token, s.Token.Reveal())
+	for _, sh := range shells(t) {
+		require.Equal(t, token, shellRoundTrip(t, sh, token), sh)
+	}
+}
