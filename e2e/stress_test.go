@@ -450,7 +450,9 @@ func TestStressClosedStdoutAndSIGTERMDuringStart(t *testing.T) {
 
 	token := "tok-sigterm-" + randHex(8)
 	res := make(chan ExecResult, 1)
-	go func() { res <- w.ExecWith(t, ExecOpts{Stdin: protoSpec{ID: "c2", Token: token}.line(t)}, warmpodInRootfs, "job", "start") }()
+	go func() {
+		res <- w.ExecWith(t, ExecOpts{Stdin: protoSpec{ID: "c2", Token: token}.line(t)}, warmpodInRootfs, "job", "start")
+	}()
 	time.Sleep(30 * time.Millisecond)
 	w.Kill(t, "TERM")
 	exit, err := w.Wait(30 * time.Second)
