@@ -204,6 +204,13 @@ func protoNoProcs(t testing.TB, w *Warmpod, substr, why string) {
 // directory nor setuid to --job-user.
 func protoStartWarmpodCaps(t *testing.T, o wpOpts) *Warmpod {
 	t.Helper()
+	return protoStartWarmpodCapsEdit(t, o, nil)
+}
+
+// protoStartWarmpodCapsEdit is protoStartWarmpodCaps with a further edit
+// of the OCI spec (nil: none).
+func protoStartWarmpodCapsEdit(t *testing.T, o wpOpts, more func(map[string]any)) *Warmpod {
+	t.Helper()
 	requireWarmpod(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", FreePort(t))
 	if o.IdleTimeout == "" {
@@ -221,6 +228,9 @@ func protoStartWarmpodCaps(t *testing.T, o wpOpts) *Warmpod {
 				list = append(list, c)
 			}
 			caps[set] = list
+		}
+		if more != nil {
+			more(spec)
 		}
 	}
 	w := &Warmpod{Container: Start(t, args, Opts{Env: o.Env, EditSpec: edit}), ProbeAddr: addr}

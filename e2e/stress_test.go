@@ -653,3 +653,69 @@ func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 	require.NotEmpty(t, res.lat, "no probe answered")
 	return res
 }
+
+// ---------------------------------------------------------------------------
+// 6. Job code attacking PID 1
+
+// Job code (as root and as --job-user) tries PID 1's environ, memory and
+// fds, its control socket, and the warmpod binary on disk. The figure
+// lists what held; README "Guarantees and limits" says why and which
+// securityContext closes the rest.
+func TestStressJobCodeAttacksPID1(t *testing.T) {
+	attack := `for f in /proc/1/environ /proc/1/mem /proc/1/maps; do
+  if head -c 1 "$f" >/dev/null 2>&1; then echo "read $f: YES"; else echo "read $f: no"; fi
+done
+if readlink /proc/1/fd/0 >/dev/null 2>&1; then echo "follow /proc/1/fd: YES"; else echo "follow /proc/1/fd: no"; fi
+if ls -l /proc/1/exe >/dev/null 2>&1 && cat /proc/1/exe >/dev/null 2>&1; then echo "open /proc/1/exe: YES"; else echo "open /proc/1/exe: no"; fi
+if /usr/local/bin/warmpod job env >/dev/null 2>&1; then echo "control socket: YES"; else echo "control socket: no"; fi
+if cp /bin/busybox /usr/local/bin/warmpod.new 2>/dev/null && mv /usr/local/bin/warmpod.new /usr/local/bin/warmpod 2>/dev/null; then echo "replace binary: YES"; else rm -f /usr/local/bin/warmpod.new; echo "replace binary: no"; fi
+`
+	results := map[string]string{}
+	for _, mode := range []struct {
+		who, user string
+		roBin     bool
+	}{{"root", "", false}, {"root, binary read-only", "", true}, {"job user", "1000:1000", false}} {
+		flags := []string{"--grace", "1s"}
+		if mode.user != "" {
+			flags = append(flags, "--job-user", mode.user)
+		}
+		var edit func(map[string]any)
+		if mode.roBin {
+			// As deploy/pool.yaml mounts it: the binary on a
+			// read-only volume.
+			edit = func(spec map[string]any) {
+				spec["mounts"] = append(spec["mounts"].([]any), map[string]any{
+					"destination": "/usr/local/bin", "type": "bind", "source": "rootfs/usr/local/bin",
+					"options": []string{"rbind", "ro"},
+				})
+			}
+		}
+		w := protoStartWarmpodCapsEdit(t, wpOpts{Flags: flags}, edit)
+		user, who := mode.user, mode.who
+		token := "tok-attack-" + randHex(8)
+		protoStart(t, w, protoSpec{ID: "atk", Token: token})
+		r := stageCall(t, w, "atk", "attack", attack)
+		require.Equal(t, 0, r.ExitCode, r.String())
+		results[who] = strings.ReplaceAll(strings.TrimSpace(r.Stdout), "\n", ", ")
+		// What holds in both modes: PID 1's memory, environ and fds
+		// (not dumpable; no CAP_SYS_PTRACE in a default container).
+		for _, l := range []string{"read /proc/1/environ: no", "read /proc/1/mem: no", "follow /proc/1/fd: no", "open /proc/1/exe: no"} {
+			assert.Contains(t, r.Stdout, l, who)
+		}
+		if user != "" {
+			assert.Contains(t, r.Stdout, "control socket: no", who)
+		}
+		if user != "" || mode.roBin {
+			assert.Contains(t, r.Stdout, "replace binary: no", who)
+		}
+		if strings.Contains(r.Stdout, "replace binary: YES") {
+			// Not defended for root job code on a writable binary:
+			// put the real one back so the executor's calls work.
+			copyFile(t, warmpodBin, filepath.Join(w.Rootfs, warmpodInRootfs), 0o755)
+		}
+		// Nothing of this job is left for the next, whatever it tried.
+		protoEnd(t, w)
+		assert.Empty(t, grepContainer(t, w, token, "/run", "/tmp"), who)
+	}
+	figure(t, "job code attacking PID 1: as root: %s; as root with the binary on a read-only mount: %s; as the job user: %s", results["root"], results["root, binary read-only"], results["job user"])
+}
