@@ -105,6 +105,22 @@ bench-kube: image-tar gitlab-runner ## GitLab Runner job overhead, warm pool vs 
 	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) GLR_DIR=$(GLR_DIR) WARMPOD_KUBE_BENCH=$(CURDIR)/bench/gitlab-kube.md \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m -run TestGitLabOverheadBench ./e2e/kube/
 
+# ---- stress and fuzzing (issue 10): figures in bench/stress.md ----
+.PHONY: stress fuzz
+STRESS_OUT := bench/stress.md
+FUZZTIME   ?= 10m
+
+stress: deps build ## full stress scenarios (1,000-job soak, races, faults, floods, attacks) as root, < 20 min → bench/stress.md
+	@printf '# make stress\n\n%s, %s, warmpod %s, %s cores\n\n' "$$(date -u +%FT%TZ)" "$$(uname -r)" "$(VERSION)" "$$(nproc)" > $(STRESS_OUT)
+	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_STRESS=full WARMPOD_STRESS_OUT=$(CURDIR)/$(STRESS_OUT) \
+	  $(GO) test -count=1 -v -timeout 30m -run 'TestStress|TestRegress' ./e2e/
+	@cat $(STRESS_OUT)
+
+fuzz: ## each fuzz target for FUZZTIME (default 10m): job spec parser, env renderer (dash, bash, busybox sh), control-frame reader
+	$(GO) test ./tokens -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./tokens -run '^$$' -fuzz '^FuzzQuote$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./control -run '^$$' -fuzz '^FuzzReadRequest$$' -fuzztime $(FUZZTIME)
+
 # ---- benchmarks: bench/ (results in bench/results.md, bench/results.json, bench/micro.txt) ----
 .PHONY: bench
 
