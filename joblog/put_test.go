@@ -182,3 +182,75 @@ func TestPutRefusesUnsafeDestinations(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, st.Mode()&os.ModeSocket != 0, "the socket is still a socket")
 }
+
+func TestIsTempName(t *testing.T) {
+	for name, want := range map[string]bool{
+		".big.tmp-0123456789abcdef":    true,
+		".a.b.tmp-ffffffffffffffff":    true,
+		"big.tmp-0123456789abcdef":     false, // not hidden
+		".big.tmp-0123456789ABCDEF":    false, // upper case
+		".big.tmp-0123456789abcde":     false, // 15 digits
+		".big.tmp-0123456789abcdef0":   false, // 17 digits
+		"..tmp-0123456789abcdef":       false, // empty base
+		".passwd":                      false,
+		".big.tmp-0123456789abcdeg":    false,
+		".big.tmp-0123456789abcdef/..": false,
+	} {
+		require.Equal(t, want, IsTempName(name), name)
+	}
+}
+
+func TestPutClaim(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	data := []byte("payload")
+	var claimed string
+	err := Put(p, bytes.NewReader(data), int64(len(data)), hexSum(data), PutOptions{Mode: 0o644, UID: -1, GID: -1,
+		Claim: func(tmp string) (int, int, error) {
+			claimed = tmp
+			// Nothing exists yet when the claim is made.
+			_, err := os.Stat(tmp)
+			require.True(t, os.IsNotExist(err))
+			return -1, -1, nil
+		}})
+	require.NoError(t, err)
+	require.Equal(t, dir, filepath.Dir(claimed))
+	require.True(t, IsTempName(filepath.Base(claimed)), claimed)
+	got, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.Equal(t, data, got)
+
+	// A refused claim writes nothing and returns the claim's error.
+	refused := errors.New("no lease")
+	err = Put(filepath.Join(dir, "g"), bytes.NewReader(data), int64(len(data)), hexSum(data), PutOptions{Mode: 0o644, UID: -1, GID: -1,
+		Claim: func(string) (int, int, error) { return 0, 0, refused }})
+	require.ErrorIs(t, err, refused)
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "only f")
+}
+
+func TestRemoveTemp(t *testing.T) {
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, ".f.tmp-0123456789abcdef")
+	require.NoError(t, os.WriteFile(tmp, []byte("partial"), 0o600))
+	require.NoError(t, RemoveTemp(tmp))
+	_, err := os.Stat(tmp)
+	require.True(t, os.IsNotExist(err))
+	require.NoError(t, RemoveTemp(tmp), "already gone is fine")
+
+	other := filepath.Join(dir, "keep")
+	require.NoError(t, os.WriteFile(other, nil, 0o600))
+	require.ErrorIs(t, RemoveTemp(other), ErrUnsafePath)
+	require.ErrorIs(t, RemoveTemp("relative/.f.tmp-0123456789abcdef"), ErrUnsafePath)
+
+	// Through a symlinked directory: refused, the target survives.
+	real := t.TempDir()
+	target := filepath.Join(real, ".f.tmp-0123456789abcdef")
+	require.NoError(t, os.WriteFile(target, nil, 0o600))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(real, link))
+	require.ErrorIs(t, RemoveTemp(filepath.Join(link, ".f.tmp-0123456789abcdef")), ErrUnsafePath)
+	_, err = os.Stat(target)
+	require.NoError(t, err)
+}

@@ -79,12 +79,13 @@ func (l *pathList) String() string { return strings.Join(*l, ":") }
 // Set appends each ':'-separated pattern of v, refusing any that
 // tokens.CheckCleanupPath refuses.
 func (l *pathList) Set(v string) error {
-	for _, p := range strings.Split(v, ":") {
+	ps := strings.Split(v, ":")
+	for _, p := range ps {
 		if reason := tokens.CheckCleanupPath(p); reason != "" {
 			return fmt.Errorf("%q: %s", p, reason)
 		}
-		*l = append(*l, p)
 	}
+	*l = append(*l, ps...)
 	return nil
 }
 
