@@ -146,9 +146,10 @@ const MaxConcurrent = 64
 // FrameBudget bounds, in bytes, the request lines being read by all
 // connections together (a job spec may be 1 MiB; a thousand connections
 // each sending a large frame must not make PID 1 allocate a gigabyte); a
-// connection whose line would overrun it gets exit 75. With MaxConns and
-// the 4 KiB buffers it bounds what the control socket can make PID 1 hold
-// at about 16 MiB + 2048 × 12 KiB.
+// connection whose line would overrun it gets exit 75. Only the part of a
+// line beyond its first 4 KiB counts, so small requests always get
+// through. With MaxConns and the 4 KiB buffers it bounds what the control
+// socket can make PID 1 hold at about 16 MiB + 2048 × 16 KiB.
 const FrameBudget = 16 << 20
 
 // Listen creates the socket at path: its directory is created (or set) to
@@ -318,7 +319,7 @@ func ReadRequest(r *bufio.Reader) (*Request, error) {
 func readRequest(r *bufio.Reader, reserve func(int) bool) (*Request, error) {
 	line, err := readLine(r, MaxRequestBytes, reserve)
 	if reserve != nil {
-		defer reserve(-cap(line))
+		defer reserve(-budgeted(cap(line)))
 	}
 	if errors.Is(err, errBudget) {
 		return nil, err
@@ -347,9 +348,9 @@ func writeResponse(c net.Conn, r Response) {
 
 // readLine reads up to and including '\n' (which is stripped), refusing
 // lines longer than limit.
-// With reserve set, every growth of the line is reserved from it first
-// (and given back on error; on success the caller gives back cap of the
-// line); errBudget when it refuses.
+// With reserve set, every growth of the line past freeLine bytes is
+// reserved from it first (and given back on error; on success the caller
+// gives back budgeted(cap(line))); errBudget when it refuses.
 func readLine(r *bufio.Reader, limit int, reserve func(int) bool) ([]byte, error) {
 	var out []byte
 	for {
@@ -357,16 +358,16 @@ func readLine(r *bufio.Reader, limit int, reserve func(int) bool) ([]byte, error
 		if len(out)+len(chunk) > limit {
 			clear(out)
 			if reserve != nil {
-				reserve(-cap(out))
+				reserve(-budgeted(cap(out)))
 			}
 			return nil, fmt.Errorf("line longer than %d bytes", limit)
 		}
 		if need := len(out) + len(chunk); need > cap(out) {
 			// Grow explicitly, so the reservation matches the capacity.
 			grown := max(need, min(2*cap(out), limit))
-			if reserve != nil && !reserve(grown-cap(out)) {
+			if reserve != nil && !reserve(budgeted(grown)-budgeted(cap(out))) {
 				clear(out)
-				reserve(-cap(out))
+				reserve(-budgeted(cap(out)))
 				return nil, errBudget
 			}
 			n := make([]byte, len(out), grown)
@@ -386,11 +387,21 @@ func readLine(r *bufio.Reader, limit int, reserve func(int) bool) ([]byte, error
 		}
 		clear(out)
 		if reserve != nil {
-			reserve(-cap(out))
+			reserve(-budgeted(cap(out)))
 		}
 		return nil, err
 	}
 }
+
+// freeLine is the part of a request line that does not count against
+// FrameBudget: the executor's calls are a few hundred bytes (a job start
+// is the exception), so a flood of large frames cannot refuse them, and
+// MaxConns × freeLine bounds what this part can hold (8 MiB).
+const freeLine = 4 << 10
+
+// budgeted is how much of a line buffer of capacity c counts against
+// FrameBudget.
+func budgeted(c int) int { return max(0, c-freeLine) }
 
 func peerCred(c *net.UnixConn) (Peer, error) {
 	rc, err := c.SyscallConn()

@@ -78,9 +78,12 @@ func TestReadLineBudget(t *testing.T) {
 	require.ErrorIs(t, err, errBudget)
 	require.Zero(t, held, "a refused line gave back its budget")
 
-	_, err = readRequest(bufio.NewReaderSize(strings.NewReader(`{"op":"status"}`+"\n"), 4096), reserve(10<<10))
-	require.NoError(t, err)
+	_, err = readRequest(bufio.NewReaderSize(strings.NewReader(`{"op":"status"}`+"\n"), 4096), reserve(0))
+	require.NoError(t, err, "a small request needs no budget")
 	require.Zero(t, held, "a read line gave back its budget")
+	_, err = readRequest(bufio.NewReaderSize(strings.NewReader(`{"op":"status","dir":"`+strings.Repeat("d", 8000)+`"}`+"\n"), 4096), reserve(1<<20))
+	require.NoError(t, err)
+	require.Zero(t, held, "a larger read line gave back its budget")
 
 	_, err = readRequest(bufio.NewReaderSize(strings.NewReader(strings.Repeat("y", 5000)), 4096), reserve(1<<20))
 	require.Error(t, err, "not JSON")

@@ -14,6 +14,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"slices"
@@ -294,11 +295,13 @@ func TestStressEndRaces(t *testing.T) {
 		sigterm := rep%2 == 1
 		w := startWarmpod(t, wpOpts{Flags: []string{"--grace", "1s"}})
 		id := fmt.Sprintf("race-%d", rep)
-		protoStart(t, w, protoSpec{ID: id, Token: "tok-" + randHex(8), LeaseTTL: "2s"})
+		const ttl = 3 * time.Second
+		protoStart(t, w, protoSpec{ID: id, Token: "tok-" + randHex(8), LeaseTTL: ttl.String()})
 		r := w.WP(t, "", "job", "run", "--job", id, "--detach", "--stage", "victim", "--", sigcountInRootfs, "/tmp/terms")
+		started := time.Now() // that call renewed the lease last
 		require.Equal(t, 0, r.ExitCode, r.String())
 		waitProc(t, w.Container, "sigcount /tmp/terms")
-		time.Sleep(1900 * time.Millisecond) // the lease expires at 2 s
+		time.Sleep(time.Until(started.Add(ttl - 100*time.Millisecond))) // the lease expires at ttl
 		var wg sync.WaitGroup
 		codes := make([]int, 3)
 		for k, args := range [][]string{{"job", "end", "--job", id}, {"job", "cancel", "--job", id}, {"job", "end"}} {
@@ -578,10 +581,19 @@ func TestStressFloods(t *testing.T) {
 	sort.Slice(probeLat.lat, func(i, j int) bool { return probeLat.lat[i] < probeLat.lat[j] })
 	p99 := probeLat.lat[len(probeLat.lat)*99/100]
 	maxLat := probeLat.lat[len(probeLat.lat)-1]
-	assert.Less(t, maxLat, time.Second, "a probe took a second or more")
+	// The kubelet's probe timeout is 1 s. The full run (30 s, every core
+	// saturated by the floods and this test's own client) must stay under
+	// it; the short run in make test allows 2 s for one outlier on a
+	// loaded CI machine, with the p99 far below either.
+	limit := 2 * time.Second
+	if stressFull() {
+		limit = time.Second
+	}
+	assert.Less(t, p99, 100*time.Millisecond, "probe p99")
+	assert.Less(t, maxLat, limit, "a probe took too long (%d new connections, the slowest connect took %s)", probeLat.dials, probeLat.dialMax)
 	assert.Zero(t, probeLat.errors, "probe errors")
 	assert.Less(t, maxRSS.Load(), int64(128<<10), "PID 1's RSS went past the 128 MiB bound")
-	figure(t, "floods: %d control connections (silent, 2 MiB frames, garbage; %d refused at once with 75), %d probe requests in %d s (%.0f/s, p99 %s, max %s, %d errors), %.1f MB/s stdin for %d s; stage unaffected; PID 1 VmRSS %d KiB before, max %d KiB during, %d KiB after",
+	figure(t, "floods: %d control connections (silent, 2 MiB frames, garbage; %d refused at once with 75), %d probe requests in %d s (%.0f/s achieved of 10,000/s asked, p99 %s, max %s, %d errors), %.1f MB/s stdin for %d s; stage unaffected; PID 1 VmRSS %d KiB before, max %d KiB during, %d KiB after",
 		conns, refusedFast.Load(), len(probeLat.lat), probeLat.secs, float64(len(probeLat.lat))/float64(probeLat.secs), p99.Round(time.Microsecond), maxLat.Round(time.Microsecond), probeLat.errors, mbps, secs, rss0, maxRSS.Load(), rss1)
 }
 
@@ -602,9 +614,11 @@ func pid1UsageQuiet(pid int) (int, bool) {
 }
 
 type probeResult struct {
-	lat    []time.Duration
-	errors int
-	secs   int
+	lat     []time.Duration
+	errors  int
+	secs    int
+	dials   int           // requests that opened a new TCP connection
+	dialMax time.Duration // the longest connect(2) among them
 }
 
 // probeLoad sends GET /readyz at rate per second for secs seconds over
@@ -632,13 +646,26 @@ func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 				case <-tick.C:
 				}
 				t0 := time.Now()
-				resp, err := client.Get(w.URL("/livez"))
+				var dialed time.Duration
+				trace := &httptrace.ClientTrace{
+					ConnectStart: func(string, string) { dialed = -time.Since(t0) },
+					ConnectDone:  func(string, string, error) { dialed += time.Since(t0) },
+				}
+				req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, w.URL("/livez"), nil)
+				resp, err := client.Do(req)
 				d := time.Since(t0)
 				mu.Lock()
-				if err != nil || resp.StatusCode != 200 {
+				switch {
+				case ctx.Err() != nil:
+				case err != nil || resp.StatusCode != 200:
 					res.errors++
-				} else {
+				default:
 					res.lat = append(res.lat, d)
+					res.dials++
+					if dialed == 0 {
+						res.dials--
+					}
+					res.dialMax = max(res.dialMax, dialed)
 				}
 				mu.Unlock()
 				if err == nil {
