@@ -586,13 +586,14 @@ func TestStressFloods(t *testing.T) {
 	maxLat := probeLat.lat[len(probeLat.lat)-1]
 	// The kubelet's probe timeout is 1 s. The full run (30 s, every core
 	// saturated by the floods and this test's own client) must stay under
-	// it; the short run in make test allows 2 s for one outlier on a
-	// loaded CI machine, with the p99 far below either.
-	limit := 2 * time.Second
+	// it with a p99 under 100 ms; the short run in make test, on a CI
+	// machine busy with the build, allows 2 s for one outlier and 1 s at
+	// the p99.
+	limit, p99Limit := 2*time.Second, time.Second
 	if stressFull() {
-		limit = time.Second
+		limit, p99Limit = time.Second, 100*time.Millisecond
 	}
-	assert.Less(t, p99, 100*time.Millisecond, "probe p99")
+	assert.Less(t, p99, p99Limit, "probe p99")
 	assert.Less(t, maxLat, limit, "a probe took too long (%d new connections, the slowest connect took %s)", probeLat.dials, probeLat.dialMax)
 	assert.Zero(t, probeLat.errors, "probe errors")
 	assert.Less(t, maxRSS.Load(), int64(128<<10), "PID 1's RSS went past the 128 MiB bound")

@@ -136,8 +136,9 @@ func RemoveTemp(tmp string) error {
 //     until it does);
 //  3. check the size and the SHA-256 digest (sha256Hex: 64 hex digits,
 //     upper or lower case);
-//  4. chmod to opt.Mode (after creation, so the umask does not apply),
-//     chown to the owner when its uid >= 0;
+//  4. chown to the owner when its uid >= 0, then chmod to opt.Mode (after
+//     creation, so the umask does not apply; after chown, which clears
+//     setuid and setgid);
 //  5. fsync the temp file (after chmod/chown so the metadata is durable
 //     too), close it, rename it over path (rename(2) is atomic within a
 //     file system), and fsync the directory so the rename is durable.
@@ -204,13 +205,14 @@ func Put(path string, r io.Reader, size int64, sha256Hex string, opt PutOptions)
 	if got := h.Sum(nil); !bytes.Equal(got, want) {
 		return fmt.Errorf("%w: sha256 mismatch: got %x, want %x", ErrBadInput, got, want)
 	}
-	if err := tmp.Chmod(opt.Mode); err != nil {
-		return err
-	}
+	// chown before chmod: chown(2) clears setuid and setgid.
 	if uid >= 0 {
 		if err := tmp.Chown(uid, gid); err != nil {
 			return err
 		}
+	}
+	if err := tmp.Chmod(opt.Mode); err != nil {
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		return err

@@ -218,6 +218,8 @@ func (s *Supervisor) killJobProcesses(peer int, grace time.Duration) int {
 			keep[pid] = true
 		}
 	}
+	s.sweeping.Store(true)
+	defer s.sweeping.Store(false)
 	n := s.procs.terminate(func(p idle.Proc) bool { return keep[p.PID] }, grace)
 	s.reaper.Reap()
 	return n
@@ -240,6 +242,7 @@ func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) cont
 		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
 	}
 	s.proxy.Freeze(nil)
+	s.stopPuts(j) // an upload must not land after the wipe below
 	n := s.killJobProcesses(peer, grace)
 	s.mu.Lock()
 	j.cancelled = true
@@ -281,7 +284,8 @@ func (s *Supervisor) wipeCleanupPaths(j *job) {
 	if len(patterns) == 0 {
 		return
 	}
-	n, err := tokens.WipeCleanupPaths(patterns)
+	protect := []string{filepath.Dir(s.cfg.JobsDir), s.cfg.JobsDir, s.cfg.LogsDir}
+	n, err := tokens.WipeCleanupPaths(patterns, protect)
 	if err != nil {
 		s.log.Error("cleanup paths not fully wiped", "job", j.spec.ID, "removed", n, "error", err)
 		return

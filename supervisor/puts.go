@@ -37,8 +37,8 @@ type inflightPut struct {
 
 // StartPut registers the caller (peer) as a writer of the temporary file
 // tmp for the job holding the lease and returns that job and its user, for
-// the file's owner. The caller's named job, if any, was checked and
-// renewed by Handle. Exit 69 when no job holds the lease or it was
+// the file's owner. jobID, when set, must be that job (75 otherwise; it
+// is checked again under opMu, after Handle's renewal). Exit 69 when no job holds the lease or it was
 // cancelled, 65 when tmp is not a put temporary file or lies in PID 1's
 // logs directory, 75 when the job has maxPuts writes in flight, 70 when
 // the caller cannot be pinned (pidfd_open fails).
@@ -47,7 +47,7 @@ type inflightPut struct {
 // end, lease expiry or drain) the writer is killed and tmp removed before
 // the lease is released, so the final rename can never happen during a
 // later job; when the writer dies on its own, tmp is removed too.
-func (s *Supervisor) StartPut(peer control.Peer, tmp string) control.Response {
+func (s *Supervisor) StartPut(jobID string, peer control.Peer, tmp string) control.Response {
 	if !filepath.IsAbs(tmp) || filepath.Clean(tmp) != tmp || !joblog.IsTempName(filepath.Base(tmp)) {
 		return control.Response{Code: control.ExitDataErr, Error: "job put: not a put temporary file path"}
 	}
@@ -65,6 +65,10 @@ func (s *Supervisor) StartPut(peer control.Peer, tmp string) control.Response {
 		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
 	case j.cancelled:
 		return control.Response{Code: control.ExitUnavailable, Error: "job cancelled: only status, logs and end remain"}
+	case jobID != "" && jobID != lease.JobID:
+		// Handle renewed jobID before opMu was taken; that job may
+		// have ended and the next started since.
+		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
 	case len(j.puts) >= maxPuts:
 		return control.Response{Code: control.ExitTempFail, Error: "job put: too many writes in flight for this job"}
 	}

@@ -86,7 +86,7 @@ var stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // describes that stage (Replay set) and nothing runs again.
 // Errors: 69 no job; 65 bad name, empty argv, or a name already used
 // (with another digest, or none).
-func (s *Supervisor) StartStage(name string, argv []string, dir, digest string) control.Response {
+func (s *Supervisor) StartStage(jobID, name string, argv []string, dir, digest string) control.Response {
 	// opMu orders a stage start against job end, cancel and expiry: a
 	// stage never starts from an environment being wiped, nor after the
 	// clean-up that should have killed it.
@@ -97,6 +97,11 @@ func (s *Supervisor) StartStage(name string, argv []string, dir, digest string) 
 	s.mu.Unlock()
 	if j == nil {
 		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
+	}
+	// Handle checked jobID before taking opMu; the job may have ended and
+	// another started since: a stage of one job never runs in the next.
+	if jobID != "" && jobID != j.spec.ID {
+		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
 	}
 	if !stageName.MatchString(name) {
 		if len(name) > 64 {

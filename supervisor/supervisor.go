@@ -116,6 +116,7 @@ type Supervisor struct {
 	expiring  atomic.Bool  // a lease-expiry clean-up is running
 	exitCode  atomic.Int32
 	termed    map[int]bool // got the pod's SIGTERM from onSignal; Run's goroutine only
+	sweeping  atomic.Bool  // a job's processes are being terminated (killJobProcesses)
 }
 
 // snapshot is what probes and status read without taking any lock.
@@ -266,9 +267,14 @@ func (s *Supervisor) onSignal(sig unix.Signal) {
 	case unix.SIGTERM:
 		s.log.Info("SIGTERM: shutting down", "grace", s.cfg.Grace)
 		s.proxy.Freeze(nil) // a shell that exits on TERM is not replaced
-		pgid := s.proxy.ShellPID()
-		_ = s.proxy.Signal(unix.SIGTERM)
-		s.recordTermed(pgid)
+		// A job-end sweep in progress has sent (or is sending) SIGTERM
+		// to every job process, the shell's group included: forwarding
+		// now would be a second one.
+		if !s.sweeping.Load() {
+			pgid := s.proxy.ShellPID()
+			_ = s.proxy.Signal(unix.SIGTERM)
+			s.recordTermed(pgid)
+		}
 		s.startDrain("sigterm", 128+int(unix.SIGTERM))
 	case unix.SIGWINCH:
 		s.proxy.Resize()
@@ -614,7 +620,7 @@ func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.R
 	case control.OpJobEnv:
 		return s.JobEnv()
 	case control.OpJobStage:
-		return s.StartStage(req.Stage, req.Argv, req.Dir, req.SHA256)
+		return s.StartStage(req.Job, req.Stage, req.Argv, req.Dir, req.SHA256)
 	case control.OpJobStatus:
 		return s.JobStatus(req.Stage)
 	case control.OpJobWait:
@@ -633,7 +639,7 @@ func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.R
 		}
 		return s.CancelJob(req.Job, peer.PID, d)
 	case control.OpJobPut:
-		return s.StartPut(peer, req.Path)
+		return s.StartPut(req.Job, peer, req.Path)
 	case control.OpJobRenew:
 		if err := s.Renew(req.Job); err != nil {
 			code := control.ExitUnavailable

@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +77,7 @@ func TestWipeCleanupPaths(t *testing.T) {
 	// A matching name that is a symlink to a directory is refused.
 	require.NoError(t, os.Symlink(outside, filepath.Join(root, "scripts-evil")))
 
-	n, err := WipeCleanupPaths([]string{filepath.Join(root, "scripts-*")})
+	n, err := WipeCleanupPaths([]string{filepath.Join(root, "scripts-*")}, nil)
 	require.Error(t, err, "the symlinked match must be reported")
 	require.Contains(t, err.Error(), "scripts-evil")
 	require.Equal(t, 5, n, "a, a/b, step_script, link, hard")
@@ -90,7 +91,7 @@ func TestWipeCleanupPaths(t *testing.T) {
 	require.NoError(t, rerr)
 
 	// Nothing matching, a missing directory: no error.
-	n, err = WipeCleanupPaths([]string{filepath.Join(root, "nothing-*"), filepath.Join(root, "missing")})
+	n, err = WipeCleanupPaths([]string{filepath.Join(root, "nothing-*"), filepath.Join(root, "missing")}, nil)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -121,4 +122,34 @@ func TestWipeDirDepthBound(t *testing.T) {
 	require.NoError(t, os.MkdirAll(deep, 0o755))
 	_, err := WipeDir(dir)
 	require.ErrorContains(t, err, "nested deeper")
+}
+
+func TestWipeCleanupPathsProtect(t *testing.T) {
+	root := t.TempDir()
+	runtime := filepath.Join(root, "run", "warmpod")
+	require.NoError(t, os.MkdirAll(runtime, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(runtime, "control.sock"), nil, 0o600))
+	other := filepath.Join(root, "run", "other")
+	require.NoError(t, os.MkdirAll(other, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "x"), nil, 0o600))
+	n, err := WipeCleanupPaths([]string{filepath.Join(root, "run", "*"), filepath.Join(root, "run")}, []string{runtime})
+	require.ErrorContains(t, err, "overlaps")
+	require.Equal(t, 1, n, "other/x only")
+	_, serr := os.Stat(filepath.Join(runtime, "control.sock"))
+	require.NoError(t, serr)
+}
+
+func TestWipeDirManyAndSparse(t *testing.T) {
+	dir := t.TempDir()
+	for i := 0; i < 3*readBatch+5; i++ {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%d", i)), nil, 0o600))
+	}
+	// A sparse file with a huge apparent size: nothing to zero, quick.
+	f, err := os.Create(filepath.Join(dir, "sparse"))
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(1<<40))
+	require.NoError(t, f.Close())
+	n, err := WipeDir(dir)
+	require.NoError(t, err)
+	require.Equal(t, 3*readBatch+6, n)
 }

@@ -54,9 +54,19 @@ func jobFlags(name string) (*flag.FlagSet, *string, *string) {
 	return fs, sock, job
 }
 
+// parseClient parses flags up to the first positional argument, which
+// stays in fs.Args() with everything after it (probe live, job run cmd
+// args); see parseClientArgs for commands whose flags may follow their
+// positional argument.
 func parseClient(fs *flag.FlagSet, args []string) bool {
-	_, ok := parseClientArgs(fs, args)
-	return ok
+	if err := fs.Parse(args); err != nil {
+		return false
+	}
+	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod:", err)
+		return false
+	}
+	return true
 }
 
 // parseClientArgs parses flags and positional arguments in any order

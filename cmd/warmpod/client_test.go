@@ -35,6 +35,19 @@ func TestParseClientArgs(t *testing.T) {
 	}
 }
 
+// parseClient keeps the positional arguments for commands that read
+// them from fs.Args() (probe live, job run cmd args).
+func TestParseClientKeepsArgs(t *testing.T) {
+	for _, args := range [][]string{{"live"}, {"stall", "60s"}, {"--control-socket", "/s", "sh", "-c", "x"}} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		fs.String("control-socket", "", "")
+		require.True(t, parseClient(fs, args))
+		require.NotZero(t, fs.NArg(), "%q", args)
+		require.Equal(t, args[len(args)-fs.NArg():], fs.Args())
+	}
+}
+
 func TestPathList(t *testing.T) {
 	var l pathList
 	require.NoError(t, l.Set("/scripts-*:/logs-*"))
