@@ -225,16 +225,23 @@ func (s *Supervisor) killJobProcesses(peer int, grace time.Duration) int {
 	return n
 }
 
+// current returns the job holding the lease and the lease, read together
+// under mu; ok is false when no lease is held (j may still be nil while a
+// claimed job is being prepared).
+func (s *Supervisor) current() (j *job, lease idle.Lease, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lease, ok = s.machine.Lease()
+	return s.job, lease, ok
+}
+
 // CancelJob kills every process of the job (SIGTERM, SIGKILL after grace)
 // and records the cancellation; the job keeps the lease (its log and
 // status stay readable) until job end, with a fresh job shell.
 func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) control.Response {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
-	s.mu.Lock()
-	j := s.job
-	lease, ok := s.machine.Lease()
-	s.mu.Unlock()
+	j, lease, ok := s.current()
 	if !ok || j == nil {
 		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
 	}

@@ -56,10 +56,7 @@ func (s *Supervisor) StartPut(jobID string, peer control.Peer, tmp string) contr
 	}
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
-	s.mu.Lock()
-	j := s.job
-	lease, ok := s.machine.Lease()
-	s.mu.Unlock()
+	j, lease, ok := s.current()
 	switch {
 	case !ok || j == nil:
 		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}

@@ -307,10 +307,7 @@ func isSHA256Hex(v string) bool {
 func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Duration) control.Response {
 	s.opMu.Lock()
 	defer s.opMu.Unlock()
-	s.mu.Lock()
-	j := s.job
-	lease, ok := s.machine.Lease()
-	s.mu.Unlock()
+	j, lease, ok := s.current()
 	if !ok || j == nil {
 		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
 	}
