@@ -70,17 +70,51 @@ var (
 	ErrEmptyJobID = errors.New("claim needs a non-empty job id")
 )
 
-// Drain reasons set by the Machine itself (Decision.DrainReason,
-// Status.DrainReason). Drain(reason, now) may record any other string.
+// Reason is why a pod drains: the one set of exit reasons of PID 1. The
+// Machine sets ReasonIdleTimeout and ReasonMaxJobs itself; the supervisor
+// gives the others to Drain. ExitCode maps each to PID 1's exit status, in
+// this one place.
+type Reason string
+
+// The drain reasons (Decision.DrainReason, Status.DrainReason, and the
+// "reason" of the termination message).
 const (
 	// ReasonIdleTimeout: the idle deadline (Config.IdleTimeout after the last
 	// activity or release) passed.
-	ReasonIdleTimeout = "idle-timeout"
+	ReasonIdleTimeout Reason = "idle-timeout"
 	// ReasonMaxJobs: the Config.MaxJobs-th job was released.
-	ReasonMaxJobs = "max-jobs"
+	ReasonMaxJobs Reason = "max-jobs"
 	// ReasonRequested is recorded when Drain is called with an empty reason.
-	ReasonRequested = "requested"
+	ReasonRequested Reason = "requested"
+	// ReasonSIGTERM: the container got SIGTERM (the kubelet deletes the
+	// pod, or the runtime stops the container).
+	ReasonSIGTERM Reason = "sigterm"
+	// ReasonCommandExited: the underlying command exited in plain-init mode
+	// (--exit-with-command), or could not be started there.
+	ReasonCommandExited Reason = "command-exited"
+	// ReasonContextCancelled: the supervisor's context was cancelled (an
+	// embedding program stops it; PID 1 itself never does).
+	ReasonContextCancelled Reason = "context-cancelled"
 )
+
+// ExitCode is PID 1's exit status for a drain with reason r: 128+15 = 143
+// after SIGTERM (the shell convention for death by a signal, what tini and
+// a shell report), the command's own status (commandStatus) after
+// ReasonCommandExited, 0 for every other reason (a planned exit, which a
+// Job or a restartPolicy: OnFailure pod must not count as a failure).
+func (r Reason) ExitCode(commandStatus int) int {
+	switch r {
+	case ReasonSIGTERM:
+		return 128 + 15
+	case ReasonCommandExited:
+		return commandStatus
+	}
+	return 0
+}
+
+// Planned tells whether r ends a pod that has done its work (idle deadline
+// or max jobs): only then may the pod delete itself.
+func (r Reason) Planned() bool { return r == ReasonIdleTimeout || r == ReasonMaxJobs }
 
 // Lease expiry reasons (Decision.ExpiryReason).
 const (
@@ -153,7 +187,7 @@ type Machine struct {
 	armed        bool      // Idle and IdleTimeout > 0
 
 	jobsRun     int
-	drainReason string
+	drainReason Reason
 }
 
 // New returns a Machine that is Idle since now, with its idle deadline armed
@@ -182,7 +216,7 @@ func (m *Machine) enterIdle(now time.Time) {
 
 // enterDraining makes the machine Draining with reason and disarms the idle
 // deadline. A held lease stays held until Release.
-func (m *Machine) enterDraining(reason string) {
+func (m *Machine) enterDraining(reason Reason) {
 	m.state = Draining
 	m.drainReason = reason
 	m.armed = false
@@ -348,7 +382,7 @@ func (m *Machine) Abort(jobID string, now time.Time) error {
 // ("requested" when empty). It is idempotent: once Draining, later calls change
 // nothing, so the first reason is kept. A held lease stays held until Release;
 // the caller decides whether to wait for or end the job.
-func (m *Machine) Drain(reason string, now time.Time) {
+func (m *Machine) Drain(reason Reason, now time.Time) {
 	m.applyDeadline(now)
 	if m.state == Draining {
 		return
@@ -376,7 +410,7 @@ type Decision struct {
 	// (or continues) its drain.
 	Drain bool
 	// DrainReason is "idle-timeout", "max-jobs", or the reason given to Drain.
-	DrainReason string
+	DrainReason Reason
 	// NextWake is the earliest instant after now at which Tick must be called
 	// again: the idle deadline or the lease expiry. The zero time means no
 	// timed wake-up is needed (only a call such as Release or Activity can
@@ -424,7 +458,7 @@ type Status struct {
 	// or the machine is Busy/Draining.
 	IdleDeadline *time.Time `json:"idle_deadline,omitempty"`
 	// DrainReason is set while Draining.
-	DrainReason string `json:"drain_reason,omitempty"`
+	DrainReason Reason `json:"drain_reason,omitempty"`
 }
 
 // Snapshot returns the status at now. Like Tick, it first applies an idle

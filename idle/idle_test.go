@@ -23,7 +23,7 @@ type step struct {
 
 	job, nonce   string
 	timeout, ttl time.Duration
-	reason       string
+	reason       Reason
 
 	wantErr    error // claim, renew, release
 	wantReplay bool  // claim
@@ -31,7 +31,7 @@ type step struct {
 	// tick
 	wantExpired, wantWhy string
 	wantDrain            bool
-	wantReason           string
+	wantReason           Reason
 	wantWake             *time.Duration // nil: zero NextWake
 
 	wantState State // checked after every step

@@ -11,133 +11,195 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/idle"
 	"github.com/warmpod/warmpod/tokens"
 )
 
-// job is the job holding the lease. Its fields are set at start and only
-// read afterwards, except stages and cancelled (guarded by Supervisor.mu).
+// jobPhase is where the job holding the lease is in its life. The machine
+// says Busy for all of them: Starting → Running → Ending, after which the
+// lease is released and the pod is Idle or Draining. A cancel happens
+// while Running (job.cancelled).
+type jobPhase int
+
+const (
+	// phaseStarting: claimed; a worker writes its files and replaces the
+	// shell. Only the worker touches spec and env.
+	phaseStarting jobPhase = iota
+	// phaseRunning: stages, uploads and env are served (until cancelled).
+	phaseRunning
+	// phaseEnding: a worker kills the job's processes and wipes its
+	// secrets. Only the worker touches spec and env; status is served.
+	phaseEnding
+)
+
+// job is the job holding the lease. Owned by the loop, except spec and env
+// while a worker of phaseStarting or phaseEnding has them. id, dir,
+// logPath and digest are set at claim and never change.
 type job struct {
+	id      string
 	spec    *tokens.Spec
 	dir     string   // JobsDir/<id>: file variables and TMPDIR, 0700, the job user's
 	logPath string   // LogsDir/<id>.log: the stages' output, PID 1's
 	env     []string // the job's full environment (base + variables + token + TMPDIR)
-
-	digest    [32]byte // SHA-256 of the spec: a replay must be byte-identical
+	digest  [32]byte // SHA-256 of the spec: a replay must be byte-identical
+	phase   jobPhase
+	// cancelled: job cancel began; no job code runs from then on, only
+	// status, logs and end remain.
+	cancelled bool
 	stages    map[string]*stage
 	order     []string
-	cancelled bool
 	puts      map[*inflightPut]bool // job puts in flight (StartPut)
 }
 
-// StartJob claims the lease for the spec in raw and gives the job a fresh
-// shell holding its token and variables. It returns the control response:
-// 65 for a bad spec (naming the field), 75 when another job holds the
-// lease, the config hash differs or the scope is not the pod's, 69 when
-// draining; PID 1's state is unchanged by any refusal.
-func (s *Supervisor) StartJob(raw []byte) control.Response {
-	spec, err := tokens.ParseSpec(raw)
-	if err != nil {
-		return control.Response{Code: control.ExitDataErr, Error: err.Error()}
+// inflight lists the uploads in flight.
+func (j *job) inflight() []*inflightPut {
+	out := make([]*inflightPut, 0, len(j.puts))
+	for p := range j.puts {
+		out = append(out, p)
 	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	if s.cfg.ConfigHash != "" && spec.ConfigHash != s.cfg.ConfigHash {
-		spec.Wipe()
-		return control.Response{Code: control.ExitTempFail, Error: fmt.Sprintf("config_hash %q does not match this pod's %q: the pod was made from another executor configuration", spec.ConfigHash, s.cfg.ConfigHash)}
-	}
-	now := time.Now()
-	s.mu.Lock()
-	pinned := s.scope
-	if s.cfg.MaxJobs != 1 && pinned != "" && spec.Scope != pinned && s.job == nil {
-		s.mu.Unlock()
-		spec.Wipe()
-		return control.Response{Code: control.ExitTempFail, Error: fmt.Sprintf("scope %q: this pod is pinned to scope %q", spec.Scope, pinned)}
-	}
-	replay, err := s.machine.Claim(spec.ID, spec.Nonce, spec.Timeout, spec.LeaseTTL, now)
-	same := s.job != nil && s.job.digest == sha256.Sum256(raw)
-	s.mu.Unlock()
-	if replay {
-		spec.Wipe()
-		if !same {
-			return control.Response{Code: control.ExitTempFail, Error: "replay of job " + strconv.Quote(spec.ID) + " with the same nonce but a different spec"}
-		}
-		return control.Response{OK: true, Job: spec.ID, State: idle.Busy.String(), Replay: true}
-	}
-	if err != nil {
-		spec.Wipe()
-		s.publish(now)
-		return claimError(err)
-	}
-	j, err := s.prepareJob(spec)
-	if err != nil {
-		s.log.Error("job start failed; lease released", "job", spec.ID, "error", err)
-		spec.Wipe()
-		s.removeJobFiles(spec.ID)
-		s.mu.Lock()
-		_ = s.machine.Abort(spec.ID, time.Now())
-		s.mu.Unlock()
-		_ = s.proxy.Replace(s.baseEnv, s.cfg.Grace)
-		s.publish(time.Now())
-		return control.Response{Code: control.ExitSoftware, Error: "job start failed: " + err.Error()}
-	}
-	j.digest = sha256.Sum256(raw)
-	s.mu.Lock()
-	s.job = j
-	if s.scope == "" {
-		s.scope = spec.Scope
-	}
-	s.mu.Unlock()
-	if dropped := s.proxy.SetDiscardInput(false); dropped > 0 {
-		s.log.Info("stdin bytes dropped while idle", "bytes", dropped)
-	}
-	s.publish(time.Now())
-	s.kick()
-	s.log.Info("job started", "job", spec.ID, "variables", len(spec.Variables), "timeout", spec.Timeout, "lease_ttl", spec.LeaseTTL)
-	return control.Response{OK: true, Job: spec.ID, State: idle.Busy.String(), LogPath: j.logPath}
+	return out
 }
 
-// prepareJob lays out the job's directory and log and replaces the idle
-// shell with the job's shell.
-func (s *Supervisor) prepareJob(spec *tokens.Spec) (*job, error) {
+// Started is the outcome of StartJob.
+type Started struct {
+	ID      string
+	LogPath string // the job's output log
+	Replay  bool   // a byte-identical start of the job already running
+}
+
+// StartJob claims the lease for the spec in raw and gives the job a fresh
+// shell holding its token and variables. Errors: ErrInvalid for a bad
+// spec (naming the field); idle.ErrBusy when another job holds the lease;
+// ErrRefused when the config hash differs, the scope is not the pod's, or
+// a replay (same id and nonce) differs in any byte; idle.ErrDraining when
+// draining; an internal error when the job's files or shell cannot be
+// made (the lease is released again). PID 1's state is unchanged by any
+// refusal, and the spec's secrets are wiped whenever it is not started.
+func (s *Supervisor) StartJob(raw []byte) (Started, error) {
+	spec, err := tokens.ParseSpec(raw)
+	if err != nil {
+		return Started{}, errorf(ErrInvalid, "%v", err)
+	}
+	digest := sha256.Sum256(raw)
+	ran := false
+	r, err := call(s, true, func(reply func(Started, error)) {
+		ran = true
+		s.startJob(spec, digest, reply)
+	})
+	if !ran {
+		spec.Wipe() // the loop ended before it took the spec
+	}
+	return r, err
+}
+
+func (s *Supervisor) startJob(spec *tokens.Spec, digest [32]byte, reply func(Started, error)) {
+	refuse := func(err error) {
+		spec.Wipe()
+		reply(Started{}, err)
+	}
+	if s.cfg.ConfigHash != "" && spec.ConfigHash != s.cfg.ConfigHash {
+		refuse(errorf(ErrRefused, "config_hash %q does not match this pod's %q: the pod was made from another executor configuration", spec.ConfigHash, s.cfg.ConfigHash))
+		return
+	}
+	if s.cfg.MaxJobs != 1 && s.scope != "" && spec.Scope != s.scope && s.job == nil {
+		refuse(errorf(ErrRefused, "scope %q: this pod is pinned to scope %q", spec.Scope, s.scope))
+		return
+	}
+	now := time.Now()
+	replay, err := s.machine.Claim(spec.ID, spec.Nonce, spec.Timeout, spec.LeaseTTL, now)
+	if replay {
+		if s.job == nil || s.job.digest != digest {
+			refuse(errorf(ErrRefused, "replay of job %s with the same nonce but a different spec", strconv.Quote(spec.ID)))
+			return
+		}
+		spec.Wipe()
+		reply(Started{ID: spec.ID, Replay: true}, nil)
+		return
+	}
+	if err != nil {
+		refuse(err)
+		return
+	}
 	j := &job{
+		id:      spec.ID,
 		spec:    spec,
 		dir:     filepath.Join(s.cfg.JobsDir, spec.ID),
 		logPath: filepath.Join(s.cfg.LogsDir, spec.ID+".log"),
+		digest:  digest,
+		phase:   phaseStarting,
 		stages:  map[string]*stage{},
 	}
+	s.job = j
+	s.publish(now)
+	var startErr error
+	s.work("job start", func() {
+		startErr = s.prepareJob(j)
+		if startErr != nil {
+			spec.Wipe()
+			s.removeJobFiles(j.id)
+			_ = s.fx.Shell.Replace(s.cfg.BaseEnv, s.cfg.Grace)
+		}
+	}, func() {
+		if startErr != nil {
+			s.log.Error("job start failed; lease released", "job", j.id, "error", startErr)
+			s.job = nil
+			_ = s.machine.Abort(j.id, time.Now())
+			s.publish(time.Now())
+			reply(Started{}, fmt.Errorf("job start failed: %w", startErr))
+			return
+		}
+		j.phase = phaseRunning
+		if s.scope == "" {
+			s.scope = spec.Scope
+		}
+		if dropped := s.fx.Shell.SetDiscardInput(false); dropped > 0 {
+			s.log.Info("stdin bytes dropped while idle", "bytes", dropped)
+		}
+		s.publish(time.Now())
+		s.log.Info("job started", "job", j.id, "variables", len(spec.Variables), "timeout", spec.Timeout, "lease_ttl", spec.LeaseTTL)
+		reply(Started{ID: j.id, LogPath: j.logPath}, nil)
+	})
+}
+
+// prepareJob lays out the job's directory and log and replaces the idle
+// shell with the job's shell (a worker: it may wait the grace period for
+// the idle shell to go).
+func (s *Supervisor) prepareJob(j *job) error {
 	if err := os.MkdirAll(s.cfg.JobsDir, 0o711); err != nil {
-		return nil, err
+		return err
 	}
-	if err := spec.WriteFiles(j.dir); err != nil {
-		return nil, err
+	if err := j.spec.WriteFiles(j.dir); err != nil {
+		return err
 	}
 	tmp := filepath.Join(j.dir, "tmp")
 	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	if u := s.cfg.JobUser; u != nil {
 		if err := chownTree(j.dir, int(u.Uid), int(u.Gid)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := os.MkdirAll(s.cfg.LogsDir, 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	f, err := os.OpenFile(j.logPath, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	_ = f.Close()
-	j.env = append(append([]string(nil), s.baseEnv...), spec.Env(s.cfg.TokenEnv, j.dir)...)
-	if !hasKey(spec.Env(s.cfg.TokenEnv, j.dir), "TMPDIR") {
-		j.env = append(j.env, "TMPDIR="+tmp)
+	j.env = append(append([]string(nil), s.cfg.BaseEnv...), s.jobEnv(j)...)
+	return s.fx.Shell.Replace(j.env, s.cfg.Grace)
+}
+
+// jobEnv is what a job adds to the base environment: its variables, its
+// token and TMPDIR (unless a variable sets it).
+func (s *Supervisor) jobEnv(j *job) []string {
+	env := j.spec.Env(s.cfg.TokenEnv, j.dir)
+	if !hasKey(env, "TMPDIR") {
+		env = append(env, "TMPDIR="+filepath.Join(j.dir, "tmp"))
 	}
-	if err := s.proxy.Replace(j.env, s.cfg.Grace); err != nil {
-		return nil, err
-	}
-	return j, nil
+	return env
 }
 
 func chownTree(dir string, uid, gid int) error {
@@ -149,129 +211,159 @@ func chownTree(dir string, uid, gid int) error {
 	})
 }
 
-func claimError(err error) control.Response {
-	switch {
-	case errors.Is(err, idle.ErrDraining):
-		return control.Response{Code: control.ExitUnavailable, Error: err.Error(), State: idle.Draining.String()}
-	default:
-		return control.Response{Code: control.ExitTempFail, Error: err.Error(), State: idle.Busy.String()}
-	}
+// Ended is the outcome of EndJob and CancelJob.
+type Ended struct {
+	ID     string
+	Status json.RawMessage // CancelJob: the job's status document
 }
 
 // EndJob ends the current job for the client whose PID is peer: every
 // container process except PID 1, warmpod's own clients and the caller's
 // ancestry gets SIGTERM, then SIGKILL after the grace; the secrets are
 // zeroed, the job's directory and log removed, and a fresh idle shell
-// started (or the pod drains when --max-jobs is reached). Exit 69 when no
-// job holds the lease, 75 when jobID names another job.
-func (s *Supervisor) EndJob(jobID string, peer int) control.Response {
-	return s.endJob(jobID, "job end", peer)
+// started (or the pod drains when --max-jobs is reached). Errors:
+// idle.ErrNoJob when no job holds the lease, idle.ErrWrongJob when jobID
+// names another job.
+func (s *Supervisor) EndJob(jobID string, peer int) (Ended, error) {
+	return call(s, true, func(reply func(Ended, error)) { s.endJob(jobID, "job end", peer, reply) })
 }
 
-func (s *Supervisor) endJob(jobID, reason string, peer int) control.Response {
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	s.mu.Lock()
+func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error)) {
 	lease, ok := s.machine.Lease()
-	j := s.job
-	s.mu.Unlock()
 	if !ok {
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
+		reply(Ended{}, idle.ErrNoJob)
+		return
 	}
 	if jobID != "" && jobID != lease.JobID {
-		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
+		reply(Ended{}, idle.ErrWrongJob)
+		return
 	}
-	// No job shell may be respawned with the job's environment from here on.
-	s.proxy.Freeze(s.baseEnv)
-	// Uploads of this job die with it: none may land in the next job.
-	s.stopPuts(j)
-	n := s.killJobProcesses(peer, s.cfg.Grace)
-	s.wipeJob()
-	s.proxy.SetDiscardInput(s.cfg.IgnoreIdleStdin)
-	now := time.Now()
-	s.mu.Lock()
-	_ = s.machine.Release(lease.JobID, now)
-	draining := s.machine.State() == idle.Draining
-	s.mu.Unlock()
-	if !draining {
-		if err := s.proxy.Replace(s.baseEnv, s.cfg.Grace); err != nil {
-			s.log.Error("cannot start the idle shell", "error", err)
+	j := s.job
+	var puts []*inflightPut
+	if j != nil {
+		j.phase = phaseEnding
+		puts = j.inflight()
+	}
+	s.sweeping = true
+	n := 0
+	s.work("job end", func() {
+		// No job shell may be respawned with the job's environment from
+		// here on.
+		s.fx.Shell.Freeze(s.cfg.BaseEnv)
+		// Uploads of this job die with it: none may land in the next job.
+		s.stopPuts(j, puts)
+		n = s.killJobProcesses(peer, s.cfg.Grace)
+		s.wipe(j)
+		s.fx.Shell.SetDiscardInput(s.cfg.IgnoreIdleStdin)
+	}, func() {
+		s.sweeping = false
+		s.job = nil
+		now := time.Now()
+		_ = s.machine.Release(lease.JobID, now)
+		s.publish(now)
+		done := func() {
+			s.log.Info("job ended", "job", lease.JobID, "reason", why, "terminated", n, "duration", time.Since(lease.Since).Round(time.Millisecond))
+			reply(Ended{ID: lease.JobID}, nil)
 		}
-	}
-	s.publish(now)
-	s.kick()
-	s.log.Info("job ended", "job", lease.JobID, "reason", reason, "terminated", n, "duration", now.Sub(lease.Since).Round(time.Millisecond))
-	return control.Response{OK: true, Job: lease.JobID, State: s.State()}
+		if s.machine.State() == idle.Draining {
+			done()
+			return
+		}
+		s.work("idle shell", func() {
+			if err := s.fx.Shell.Replace(s.cfg.BaseEnv, s.cfg.Grace); err != nil {
+				s.log.Error("cannot start the idle shell", "error", err)
+			}
+		}, done)
+	})
 }
 
 // killJobProcesses sends SIGTERM (SIGKILL after grace) to every container
 // process except PID 1, warmpod's clients and the ancestry of the client
-// peer (caller holds opMu). Daemons that double-forked away were
-// re-parented to PID 1 and are included.
+// peer (a worker). Daemons that double-forked away were re-parented to
+// PID 1 and are included.
 func (s *Supervisor) killJobProcesses(peer int, grace time.Duration) int {
 	keep := map[int]bool{}
-	if procs, err := s.procs.container(); err == nil {
+	if procs, err := s.fx.Procs.List(); err == nil {
 		if peer > 1 {
 			keep = ancestors(procs, peer)
 		}
-		for pid := range s.procs.executorClients(procs) {
+		for pid := range s.fx.Procs.Clients(procs) {
 			keep[pid] = true
 		}
 	}
-	s.sweeping.Store(true)
-	defer s.sweeping.Store(false)
-	n := s.procs.terminate(func(p idle.Proc) bool { return keep[p.PID] }, grace)
-	s.reaper.Reap()
+	n := s.fx.Procs.Terminate(func(p idle.Proc) bool { return keep[p.PID] }, nil, grace)
+	s.fx.Children.Reap()
 	return n
-}
-
-// current returns the job holding the lease and the lease, read together
-// under mu; ok is false when no lease is held (j may still be nil while a
-// claimed job is being prepared).
-func (s *Supervisor) current() (j *job, lease idle.Lease, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lease, ok = s.machine.Lease()
-	return s.job, lease, ok
 }
 
 // CancelJob kills every process of the job (SIGTERM, SIGKILL after grace)
 // and records the cancellation; the job keeps the lease (its log and
-// status stay readable) until job end, with a fresh job shell.
-func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) control.Response {
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	j, lease, ok := s.current()
-	if !ok || j == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
-	}
-	if jobID != "" && jobID != lease.JobID {
-		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
-	}
-	s.proxy.Freeze(nil)
-	s.stopPuts(j) // an upload must not land after the wipe below
-	n := s.killJobProcesses(peer, grace)
-	s.mu.Lock()
-	j.cancelled = true
-	s.mu.Unlock()
-	// No job code runs from here on: the executor's copies of the token
-	// go now, not at the job end that may never come.
-	s.wipeCleanupPaths(j)
-	s.waitStages(j, 2*time.Second)
-	if err := s.proxy.Replace(j.env, s.cfg.Grace); err != nil {
-		s.log.Error("cannot restart the job shell", "error", err)
-	}
-	s.log.Info("job cancelled", "job", lease.JobID, "terminated", n)
-	return control.Response{OK: true, Job: lease.JobID, State: s.State(), Data: s.jobStatusJSON(j, "")}
+// status stay readable) until job end, with a fresh job shell. Errors as
+// EndJob.
+func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) (Ended, error) {
+	return call(s, true, func(reply func(Ended, error)) {
+		j, err := s.current(jobID)
+		if err != nil {
+			reply(Ended{}, err)
+			return
+		}
+		j.cancelled = true
+		s.sweeping = true
+		puts := j.inflight()
+		var stages []<-chan struct{}
+		for _, st := range j.stages {
+			stages = append(stages, st.done)
+		}
+		n := 0
+		s.work("job cancel", func() {
+			s.fx.Shell.Freeze(nil)
+			s.stopPuts(j, puts) // an upload must not land after the wipe below
+			n = s.killJobProcesses(peer, grace)
+			// No job code runs from here on: the executor's copies of
+			// the token go now, not at the job end that may never come.
+			s.wipeCleanupPaths(j)
+			waitAll(stages, 2*time.Second)
+			if err := s.fx.Shell.Replace(j.env, s.cfg.Grace); err != nil {
+				s.log.Error("cannot restart the job shell", "error", err)
+			}
+		}, func() {
+			s.sweeping = false
+			s.log.Info("job cancelled", "job", j.id, "terminated", n)
+			reply(Ended{ID: j.id, Status: s.jobStatusJSON(j)}, nil)
+		})
+	})
 }
 
-// wipeJob zeroes the job's secrets and removes its files and log (caller
-// holds opMu).
-func (s *Supervisor) wipeJob() {
-	s.mu.Lock()
+// current returns the job holding the lease, which must be jobID when
+// that is set, in a phase that takes operations (loop only). Errors:
+// idle.ErrNoJob, idle.ErrWrongJob.
+func (s *Supervisor) current(jobID string) (*job, error) {
+	lease, ok := s.machine.Lease()
 	j := s.job
-	s.job = nil
-	s.mu.Unlock()
+	if !ok || j == nil || j.phase == phaseStarting || j.phase == phaseEnding {
+		return nil, idle.ErrNoJob
+	}
+	if jobID != "" && jobID != lease.JobID {
+		return nil, idle.ErrWrongJob
+	}
+	return j, nil
+}
+
+// waitAll waits up to d for every channel to be closed.
+func waitAll(chs []<-chan struct{}, d time.Duration) {
+	deadline := time.After(d)
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// wipe zeroes the job's secrets and removes its files, log and cleanup
+// paths (a worker, after the job's processes are gone).
+func (s *Supervisor) wipe(j *job) {
 	if j == nil {
 		return
 	}
@@ -280,12 +372,12 @@ func (s *Supervisor) wipeJob() {
 	for i := range j.env {
 		j.env[i] = ""
 	}
-	s.removeJobFiles(j.spec.ID)
+	s.removeJobFiles(j.id)
 }
 
 // wipeCleanupPaths removes the contents of the pod's and the job's cleanup
-// paths (caller holds opMu, after the job's processes are gone so none
-// writes a new copy behind the wipe).
+// paths (a worker, after the job's processes are gone so none writes a new
+// copy behind the wipe). PID 1's own directories are never wiped.
 func (s *Supervisor) wipeCleanupPaths(j *job) {
 	patterns := append(append([]string(nil), s.cfg.CleanupPaths...), j.spec.CleanupPaths...)
 	if len(patterns) == 0 {
@@ -294,10 +386,10 @@ func (s *Supervisor) wipeCleanupPaths(j *job) {
 	protect := []string{filepath.Dir(s.cfg.JobsDir), s.cfg.JobsDir, s.cfg.LogsDir}
 	n, err := tokens.WipeCleanupPaths(patterns, protect)
 	if err != nil {
-		s.log.Error("cleanup paths not fully wiped", "job", j.spec.ID, "removed", n, "error", err)
+		s.log.Error("cleanup paths not fully wiped", "job", j.id, "removed", n, "error", err)
 		return
 	}
-	s.log.Debug("cleanup paths wiped", "job", j.spec.ID, "removed", n)
+	s.log.Debug("cleanup paths wiped", "job", j.id, "removed", n)
 }
 
 func (s *Supervisor) removeJobFiles(id string) {
@@ -312,24 +404,30 @@ func (s *Supervisor) removeJobFiles(id string) {
 	}
 }
 
-// JobEnv returns the current job's environment ("KEY=VALUE": its
-// variables, token and TMPDIR) and the job user; 69 when no job holds the
-// lease.
-func (s *Supervisor) JobEnv() control.Response {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	lease, ok := s.machine.Lease()
-	if !ok || s.job == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
-	}
-	if s.job.cancelled {
-		return control.Response{Code: control.ExitUnavailable, Error: "job cancelled: only status, logs and end remain"}
-	}
-	env := s.job.spec.Env(s.cfg.TokenEnv, s.job.dir)
-	if !hasKey(env, "TMPDIR") {
-		env = append(env, "TMPDIR="+filepath.Join(s.job.dir, "tmp"))
-	}
-	return control.Response{OK: true, Job: lease.JobID, State: idle.Busy.String(), Env: env, User: s.jobUser(), LogPath: s.job.logPath}
+// JobInfo is what JobEnv and JobStatus tell about the current job.
+type JobInfo struct {
+	ID      string
+	Env     []string        // JobEnv: its variables, token and TMPDIR ("KEY=VALUE")
+	User    string          // the job user as "UID:GID", "" when none
+	LogPath string          // the job's output log
+	Dir     string          // JobStatus: the job's directory
+	Status  json.RawMessage // JobStatus: the job's, or one stage's, status document
+}
+
+// JobEnv returns the current job's environment and user. Errors:
+// idle.ErrNoJob, ErrCancelled.
+func (s *Supervisor) JobEnv() (JobInfo, error) {
+	return call(s, false, func(reply func(JobInfo, error)) {
+		j, err := s.current("")
+		switch {
+		case err != nil:
+			reply(JobInfo{}, err)
+		case j.cancelled:
+			reply(JobInfo{}, errorf(ErrCancelled, "job cancelled: only status, logs and end remain"))
+		default:
+			reply(JobInfo{ID: j.id, Env: s.jobEnv(j), User: s.jobUser(), LogPath: j.logPath}, nil)
+		}
+	})
 }
 
 func (s *Supervisor) jobUser() string {
@@ -341,39 +439,42 @@ func (s *Supervisor) jobUser() string {
 
 // Renew is the lease heartbeat of jobID. Errors as idle.Machine.Renew.
 func (s *Supervisor) Renew(jobID string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.machine.Renew(jobID, time.Now())
+	_, err := call(s, false, func(reply func(struct{}, error)) {
+		reply(struct{}{}, s.machine.Renew(jobID, time.Now()))
+	})
+	return err
 }
 
 // JobStatus returns the job's status document, or one stage's with stage
-// set; 69 when no job holds the lease or the stage does not exist.
-func (s *Supervisor) JobStatus(stage string) control.Response {
-	s.mu.Lock()
-	j := s.job
-	s.mu.Unlock()
-	if j == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
-	}
-	if stage != "" && s.stageOf(j, stage) == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: fmt.Sprintf("no stage %q", stage)}
-	}
-	return control.Response{OK: true, Job: j.spec.ID, State: s.State(), Data: s.jobStatusJSON(j, stage), LogPath: j.logPath, JobDir: j.dir, User: s.jobUser()}
+// set, also while the job ends. Errors: idle.ErrNoJob, ErrNoStage.
+func (s *Supervisor) JobStatus(stage string) (JobInfo, error) {
+	return call(s, false, func(reply func(JobInfo, error)) {
+		j := s.job
+		if j == nil || j.phase == phaseStarting {
+			reply(JobInfo{}, idle.ErrNoJob)
+			return
+		}
+		info := JobInfo{ID: j.id, LogPath: j.logPath, Dir: j.dir, User: s.jobUser()}
+		if stage == "" {
+			info.Status = s.jobStatusJSON(j)
+		} else if st := j.stages[stage]; st != nil {
+			info.Status, _ = json.Marshal(st.view())
+		} else {
+			reply(JobInfo{}, errorf(ErrNoStage, "no stage %q", stage))
+			return
+		}
+		reply(info, nil)
+	})
 }
 
-func (s *Supervisor) jobStatusJSON(j *job, only string) json.RawMessage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if only != "" {
-		b, _ := json.Marshal(j.stages[only].view())
-		return b
-	}
+// jobStatusJSON is the job's status document (loop only).
+func (s *Supervisor) jobStatusJSON(j *job) json.RawMessage {
 	doc := struct {
 		Job       string      `json:"job"`
 		Cancelled bool        `json:"cancelled"`
 		Log       string      `json:"log"`
 		Stages    []stageView `json:"stages"`
-	}{Job: j.spec.ID, Cancelled: j.cancelled, Log: j.logPath, Stages: []stageView{}}
+	}{Job: j.id, Cancelled: j.cancelled, Log: j.logPath, Stages: []stageView{}}
 	for _, name := range j.order {
 		doc.Stages = append(doc.Stages, j.stages[name].view())
 	}

@@ -10,17 +10,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// procView knows which processes belong to the container and which of
-// them are warmpod's own.
-type procView struct {
+// ProcTable is the real Processes: the container's /proc. It knows which
+// processes belong to the container and which of them are warmpod's own.
+// Its fields are set by NewProcTable and only read afterwards.
+type ProcTable struct {
 	root   string // "/proc"
 	self   int
 	selfNS bool   // /proc shows our PID namespace and we are its init
 	exe    string // readlink of our own /proc/self/exe
 }
 
-func newProcView(root string) procView {
-	v := procView{root: root, self: os.Getpid()}
+// NewProcTable reads the process table mounted at root ("/proc").
+func NewProcTable(root string) *ProcTable {
+	v := &ProcTable{root: root, self: os.Getpid()}
 	if link, err := os.Readlink(root + "/self"); err == nil && link == strconv.Itoa(v.self) {
 		v.selfNS = v.self == 1
 	}
@@ -28,12 +30,12 @@ func newProcView(root string) procView {
 	return v
 }
 
-// container returns the processes warmpod is responsible for, except
+// List returns the processes warmpod is responsible for, except
 // itself. As the PID 1 of a namespace whose /proc is mounted, that is every
 // process; otherwise (a subreaper, or a /proc from another namespace) only
 // its descendants, so that no process outside warmpod's tree is ever
 // touched.
-func (v procView) container() ([]idle.Proc, error) {
+func (v *ProcTable) List() ([]idle.Proc, error) {
 	all, err := idle.ReadProcs(v.root)
 	if err != nil {
 		return nil, err
@@ -61,7 +63,7 @@ func (v procView) container() ([]idle.Proc, error) {
 
 // isClient tells whether pid runs warmpod's own binary (a `warmpod job`,
 // `probe` or `status` client).
-func (v procView) isClient(pid int) bool {
+func (v *ProcTable) isClient(pid int) bool {
 	if v.exe == "" {
 		return false
 	}
@@ -69,12 +71,12 @@ func (v procView) isClient(pid int) bool {
 	return err == nil && link == v.exe
 }
 
-// executorClients returns the warmpod clients that came in through an exec
+// Clients returns the warmpod clients that came in through an exec
 // session (kubectl exec, runc exec): their ancestry leaves the namespace
 // (a PPID of 0) without passing through PID 1. A warmpod binary that job
 // code started descends from PID 1 (directly, or re-parented to it) and is
 // job code like any other: it is not spared, whatever its name.
-func (v procView) executorClients(procs []idle.Proc) map[int]bool {
+func (v *ProcTable) Clients(procs []idle.Proc) map[int]bool {
 	parent := make(map[int]int, len(procs))
 	for _, p := range procs {
 		parent[p.PID] = p.PPID
@@ -115,20 +117,15 @@ func ancestors(procs []idle.Proc, pid int) map[int]bool {
 	return out
 }
 
-// terminate sends SIGTERM to every container process that keep does not
+// Terminate sends SIGTERM to every container process that keep does not
 // protect, waits up to grace for them to be gone, then SIGKILLs what is
 // left and waits (bounded) for that too. It returns how many processes were
-// signalled. PIDs below 2 are never signalled.
-func (v procView) terminate(keep func(idle.Proc) bool, grace time.Duration) int {
-	return v.terminateExcept(keep, nil, grace)
-}
-
-// terminateExcept is terminate for processes of which those in termed have
+// signalled. PIDs below 2 are never signalled. Processes in termed have
 // had their SIGTERM already (PID 1 forwarded the pod's SIGTERM to the
 // shell's process group): they get no second one, since many programs take
 // a second SIGTERM as "abort now" and skip their clean-up, but they are
 // still SIGKILLed after grace.
-func (v procView) terminateExcept(keep func(idle.Proc) bool, termed map[int]bool, grace time.Duration) int {
+func (v *ProcTable) Terminate(keep func(idle.Proc) bool, termed map[int]bool, grace time.Duration) int {
 	targets := v.targets(keep)
 	if len(targets) == 0 {
 		return 0
@@ -138,7 +135,7 @@ func (v procView) terminateExcept(keep func(idle.Proc) bool, termed map[int]bool
 			sendSignal(pid, unix.SIGTERM)
 		}
 	}
-	if v.waitGone(keep, grace) {
+	if v.WaitGone(keep, grace) {
 		return len(targets)
 	}
 	// The KILL rounds spare nothing that keep does not protect, not even
@@ -158,12 +155,12 @@ func (v procView) terminateExcept(keep func(idle.Proc) bool, termed map[int]bool
 
 // targets lists the container processes to signal: not zombies, not kept,
 // and not a runtime's exec init still entering the container.
-func (v procView) targets(keep func(idle.Proc) bool) []int {
+func (v *ProcTable) targets(keep func(idle.Proc) bool) []int {
 	return v.targetsOf(func(p idle.Proc) bool { return entering(p) || (keep != nil && keep(p)) })
 }
 
-func (v procView) targetsOf(skip func(idle.Proc) bool) []int {
-	procs, err := v.container()
+func (v *ProcTable) targetsOf(skip func(idle.Proc) bool) []int {
+	procs, err := v.List()
 	if err != nil {
 		return nil
 	}
@@ -177,11 +174,13 @@ func (v procView) targetsOf(skip func(idle.Proc) bool) []int {
 	return out
 }
 
-func (v procView) waitGone(keep func(idle.Proc) bool, d time.Duration) bool {
+// WaitGone polls every 10 ms, up to d, until no process outside keep
+// (and no runtime exec init still entering) is left.
+func (v *ProcTable) WaitGone(keep func(idle.Proc) bool, d time.Duration) bool {
 	return v.waitGoneOf(func(p idle.Proc) bool { return entering(p) || (keep != nil && keep(p)) }, d)
 }
 
-func (v procView) waitGoneOf(skip func(idle.Proc) bool, d time.Duration) bool {
+func (v *ProcTable) waitGoneOf(skip func(idle.Proc) bool, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
 		if len(v.targetsOf(skip)) == 0 {
@@ -193,6 +192,10 @@ func (v procView) waitGoneOf(skip func(idle.Proc) bool, d time.Duration) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// IO returns rchar+wchar of pid (/proc/PID/io); false when unreadable
+// (the process is gone, or belongs to another user).
+func (v *ProcTable) IO(pid int) (uint64, bool) { return idle.ReadIO(v.root, pid) }
 
 func sendSignal(pid int, sig unix.Signal) {
 	if pid > 1 {

@@ -38,25 +38,25 @@ func pids(ps []idle.Proc) map[int]bool {
 func TestContainerIsOnlyDescendantsUnlessNamespaceInit(t *testing.T) {
 	// 1 is the host's init, 500 is warmpod (not PID 1), 501/502 its tree, 600 a stranger.
 	root := fakeProc(t, os.Getpid(), map[int]int{1: 0, 500: 1, 501: 500, 502: 501, 600: 1})
-	v := procView{root: root, self: 500}
-	got, err := v.container()
+	v := &ProcTable{root: root, self: 500}
+	got, err := v.List()
 	require.NoError(t, err)
 	require.Equal(t, map[int]bool{501: true, 502: true}, pids(got))
 }
 
 func TestContainerIsEveryProcessForNamespaceInit(t *testing.T) {
 	root := fakeProc(t, 1, map[int]int{1: 0, 20: 1, 21: 0, 22: 21})
-	v := procView{root: root, self: 1, selfNS: true}
-	got, err := v.container()
+	v := &ProcTable{root: root, self: 1, selfNS: true}
+	got, err := v.List()
 	require.NoError(t, err)
 	// runc exec'd processes have PPID 0 inside the namespace: they belong too.
 	require.Equal(t, map[int]bool{20: true, 21: true, 22: true}, pids(got))
 }
 
-func TestNewProcViewDetectsForeignProc(t *testing.T) {
+func TestNewProcTableDetectsForeignProc(t *testing.T) {
 	// A /proc whose "self" is not our PID belongs to another namespace.
 	root := fakeProc(t, os.Getpid()+100000, nil)
-	v := newProcView(root)
+	v := NewProcTable(root)
 	require.False(t, v.selfNS)
 }
 

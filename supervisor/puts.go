@@ -2,13 +2,12 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/idle"
 	"github.com/warmpod/warmpod/joblog"
 	"golang.org/x/sys/unix"
 )
@@ -27,87 +26,124 @@ const putStopWait = 5 * time.Second
 // is writing tmp for the job that held the lease when it asked. Why PID 1
 // tracks it: the writer is an executor client, which a job end spares, so
 // without this an upload started by one job could complete, or leave its
-// temporary file, during the next.
+// temporary file, during the next. Its fields never change after
+// StartPut; done is closed once the writer is gone and tmp handled.
 type inflightPut struct {
-	pid   int
-	tmp   string
-	pidfd *os.File      // pidfd_open(2) of the writer, pinned against PID reuse
-	done  chan struct{} // closed once the writer is gone and tmp handled
+	pid  int
+	tmp  string
+	pin  Pinned
+	done chan struct{}
 }
 
-// StartPut registers the caller (peer) as a writer of the temporary file
-// tmp for the job holding the lease and returns that job and its user, for
-// the file's owner. jobID, when set, must be that job (75 otherwise; it
-// is checked again under opMu, after Handle's renewal). Exit 69 when no job holds the lease or it was
-// cancelled, 65 when tmp is not a put temporary file or lies in PID 1's
-// logs directory, 75 when the job has maxPuts writes in flight, 70 when
-// the caller cannot be pinned (pidfd_open fails).
+// StartPut registers the caller (peer PID) as a writer of the temporary
+// file tmp for the job holding the lease and returns the job user, for the
+// file's owner. jobID, when set, must be that job.
 //
 // From here on the write belongs to the job: when that job ends (by job
 // end, lease expiry or drain) the writer is killed and tmp removed before
 // the lease is released, so the final rename can never happen during a
 // later job; when the writer dies on its own, tmp is removed too.
-func (s *Supervisor) StartPut(jobID string, peer control.Peer, tmp string) control.Response {
+//
+// Errors: ErrInvalid when tmp is not a put temporary file or lies in PID
+// 1's logs directory or in RuntimeDir; idle.ErrNoJob; ErrCancelled; idle.ErrWrongJob;
+// ErrRefused when the job has maxPuts writes in flight; an internal error
+// when the caller cannot be pinned.
+func (s *Supervisor) StartPut(jobID string, peer int, tmp string) (JobInfo, error) {
 	if !filepath.IsAbs(tmp) || filepath.Clean(tmp) != tmp || !joblog.IsTempName(filepath.Base(tmp)) {
-		return control.Response{Code: control.ExitDataErr, Error: "job put: not a put temporary file path"}
+		return JobInfo{}, errorf(ErrInvalid, "job put: not a put temporary file path")
 	}
-	if d := filepath.Dir(tmp); d == s.cfg.LogsDir || strings.HasPrefix(d, s.cfg.LogsDir+"/") {
-		return control.Response{Code: control.ExitDataErr, Error: "job put: the destination is PID 1's logs directory"}
+	if d := filepath.Dir(tmp); d == s.cfg.LogsDir || strings.HasPrefix(d, s.cfg.LogsDir+"/") || d == s.cfg.RuntimeDir {
+		return JobInfo{}, errorf(ErrInvalid, "job put: %s is in PID 1's runtime directory", filepath.Dir(tmp))
 	}
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	j, lease, ok := s.current()
-	switch {
-	case !ok || j == nil:
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
-	case j.cancelled:
-		return control.Response{Code: control.ExitUnavailable, Error: "job cancelled: only status, logs and end remain"}
-	case jobID != "" && jobID != lease.JobID:
-		// Handle renewed jobID before opMu was taken; that job may
-		// have ended and the next started since.
-		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
-	case len(j.puts) >= maxPuts:
-		return control.Response{Code: control.ExitTempFail, Error: "job put: too many writes in flight for this job"}
-	}
-	fd, err := unix.PidfdOpen(peer.PID, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return control.Response{Code: control.ExitSoftware, Error: "job put: cannot pin the writer: " + err.Error()}
-	}
-	p := &inflightPut{pid: peer.PID, tmp: tmp, pidfd: os.NewFile(uintptr(fd), "pidfd"), done: make(chan struct{})}
-	s.mu.Lock()
-	if j.puts == nil {
-		j.puts = map[*inflightPut]bool{}
-	}
-	j.puts[p] = true
-	s.mu.Unlock()
-	go s.watchPut(j, p)
-	return control.Response{OK: true, Job: lease.JobID, State: idle.Busy.String(), User: s.jobUser()}
+	return call(s, true, func(reply func(JobInfo, error)) {
+		j, err := s.current(jobID)
+		switch {
+		case err != nil:
+			reply(JobInfo{}, err)
+			return
+		case j.cancelled:
+			reply(JobInfo{}, errorf(ErrCancelled, "job cancelled: only status, logs and end remain"))
+			return
+		case len(j.puts) >= maxPuts:
+			reply(JobInfo{}, errorf(ErrRefused, "job put: too many writes in flight for this job"))
+			return
+		}
+		pin, err := s.fx.Writers.Pin(peer)
+		if err != nil {
+			reply(JobInfo{}, fmt.Errorf("job put: cannot pin the writer: %w", err))
+			return
+		}
+		p := &inflightPut{pid: peer, tmp: tmp, pin: pin, done: make(chan struct{})}
+		if j.puts == nil {
+			j.puts = map[*inflightPut]bool{}
+		}
+		j.puts[p] = true
+		go s.watchPut(j.id, p, func() { delete(j.puts, p) })
+		reply(JobInfo{ID: j.id, User: s.jobUser()}, nil)
+	})
 }
 
 // watchPut waits for the writer to exit, removes its temporary file (gone
-// already after a successful rename) and forgets it.
-func (s *Supervisor) watchPut(j *job, p *inflightPut) {
-	waitExit(p.pidfd)
+// already after a successful rename), and has the loop forget it.
+func (s *Supervisor) watchPut(jobID string, p *inflightPut, forget func()) {
+	p.pin.Wait()
 	if err := joblog.RemoveTemp(p.tmp); err != nil {
-		s.log.Warn("put temporary file not removed", "job", j.spec.ID, "path", p.tmp, "error", err)
+		s.log.Warn("put temporary file not removed", "job", jobID, "path", p.tmp, "error", err)
 	}
-	s.mu.Lock()
-	delete(j.puts, p)
-	s.mu.Unlock()
-	_ = p.pidfd.Close()
+	p.pin.Close()
 	close(p.done)
+	s.post(forget)
 }
 
-// waitExit blocks until the process behind the pidfd f has exited (a pidfd
-// turns readable then, pidfd_open(2)), through Go's poller when it takes
-// the pidfd, polling every 50 ms otherwise.
-func waitExit(f *os.File) {
+// stopPuts kills the writers in puts, which were in flight for j, and
+// waits until each is gone and its temporary file removed (a worker). It
+// returns how many it stopped.
+func (s *Supervisor) stopPuts(j *job, puts []*inflightPut) int {
+	for _, p := range puts {
+		p.pin.Kill()
+	}
+	deadline := time.After(putStopWait)
+	for _, p := range puts {
+		select {
+		case <-p.done:
+		case <-deadline:
+			s.log.Error("a job put writer did not die after SIGKILL", "job", j.id, "pid", p.pid)
+			return len(puts)
+		}
+	}
+	if len(puts) > 0 {
+		s.log.Info("in-flight job puts stopped", "job", j.id, "count", len(puts))
+	}
+	return len(puts)
+}
+
+// Pidfds is the real Writers: it pins a process with pidfd_open(2), so a
+// signal reaches exactly that process even if its PID number has been
+// reused since (pidfd_send_signal(2)).
+type Pidfds struct{}
+
+// Pin opens a pidfd for pid. Errors from pidfd_open(2) (ESRCH: gone;
+// ENOSYS: Linux before 5.3).
+func (Pidfds) Pin(pid int) (Pinned, error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	return pidfd{os.NewFile(uintptr(fd), "pidfd")}, nil
+}
+
+type pidfd struct{ f *os.File }
+
+// Wait blocks until the process has exited: a pidfd turns readable then
+// (pidfd_open(2)). Through Go's poller when it takes the pidfd, polling
+// every 50 ms otherwise.
+func (p pidfd) Wait() {
 	exited := func(fd uintptr) bool {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, 0)
 		return n > 0 || (err != nil && !errors.Is(err, unix.EINTR))
 	}
-	rc, err := f.SyscallConn()
+	rc, err := p.f.SyscallConn()
 	if err == nil && rc.Read(exited) == nil {
 		return
 	}
@@ -123,38 +159,12 @@ func waitExit(f *os.File) {
 	}
 }
 
-// stopPuts kills the writers still in flight for j and waits until each is
-// gone and its temporary file removed (caller holds opMu). It returns how
-// many it stopped.
-func (s *Supervisor) stopPuts(j *job) int {
-	if j == nil {
-		return 0
+// Kill sends SIGKILL through the pidfd; nothing once it is closed.
+func (p pidfd) Kill() {
+	if rc, err := p.f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
 	}
-	s.mu.Lock()
-	var live []*inflightPut
-	for p := range j.puts {
-		live = append(live, p)
-	}
-	s.mu.Unlock()
-	for _, p := range live {
-		// The pidfd names exactly the registered writer, even if its PID
-		// number has been reused since (pidfd_send_signal(2)).
-		rc, err := p.pidfd.SyscallConn()
-		if err == nil {
-			_ = rc.Control(func(fd uintptr) { _ = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) })
-		}
-	}
-	deadline := time.After(putStopWait)
-	for _, p := range live {
-		select {
-		case <-p.done:
-		case <-deadline:
-			s.log.Error("a job put writer did not die after SIGKILL", "job", j.spec.ID, "pid", p.pid)
-			return len(live)
-		}
-	}
-	if len(live) > 0 {
-		s.log.Info("in-flight job puts stopped", "job", j.spec.ID, "count", len(live))
-	}
-	return len(live)
 }
+
+// Close releases the pidfd.
+func (p pidfd) Close() { _ = p.f.Close() }

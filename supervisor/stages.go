@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/idle"
 	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
@@ -74,6 +73,13 @@ func (st *stage) view() stageView {
 // stageName: stage names end up in marker lines and status documents.
 var stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
+// Stage is what StartStage, WaitStage and CancelStage tell about a stage.
+type Stage struct {
+	Job    string
+	Status json.RawMessage // the stage's status document (stageView)
+	Replay bool            // StartStage attached to a stage already started
+}
+
 // StartStage runs argv as stage name of the current job, detached: in its
 // own session and process group, with the job's environment, stdin
 // /dev/null, stdout and stderr appended to the job's log between
@@ -83,107 +89,75 @@ var stageName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // never on pipe EOF: nothing it starts in the background can hold it open.
 // With digest (the hex SHA-256 of the stage's script) a request for a stage
 // that already exists with the same digest attaches to it: the answer
-// describes that stage (Replay set) and nothing runs again.
-// Errors: 69 no job; 65 bad name, empty argv, or a name already used
-// (with another digest, or none).
-func (s *Supervisor) StartStage(jobID, name string, argv []string, dir, digest string) control.Response {
-	// opMu orders a stage start against job end, cancel and expiry: a
-	// stage never starts from an environment being wiped, nor after the
-	// clean-up that should have killed it.
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	s.mu.Lock()
-	j := s.job
-	s.mu.Unlock()
-	if j == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
-	}
-	// Handle checked jobID before taking opMu; the job may have ended and
-	// another started since: a stage of one job never runs in the next.
-	if jobID != "" && jobID != j.spec.ID {
-		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
+// describes that stage (Replay set) and nothing runs again. A command that
+// cannot be executed is a stage that ended with 127 or 126, as in a shell.
+// Errors: idle.ErrNoJob; idle.ErrWrongJob when jobID names another job;
+// ErrInvalid for a bad name, an empty argv, a bad digest, or a name
+// already used (with another digest, or none); ErrCancelled; an internal
+// error when the job's log cannot be opened.
+func (s *Supervisor) StartStage(jobID, name string, argv []string, dir, digest string) (Stage, error) {
+	// Exclusive: a stage never starts from an environment being wiped,
+	// nor after the clean-up that should have killed it.
+	return call(s, true, func(reply func(Stage, error)) {
+		reply(s.startStage(jobID, name, argv, dir, digest))
+	})
+}
+
+func (s *Supervisor) startStage(jobID, name string, argv []string, dir, digest string) (Stage, error) {
+	j, err := s.current(jobID)
+	if err != nil {
+		return Stage{}, err
 	}
 	if !stageName.MatchString(name) {
 		if len(name) > 64 {
 			name = name[:64] + "..."
 		}
-		return control.Response{Code: control.ExitDataErr, Error: fmt.Sprintf("stage name %q: want [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 bytes", name)}
+		return Stage{}, errorf(ErrInvalid, "stage name %q: want [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 bytes", name)
 	}
 	if len(argv) == 0 {
-		return control.Response{Code: control.ExitDataErr, Error: "stage: empty command"}
+		return Stage{}, errorf(ErrInvalid, "stage: empty command")
 	}
 	if digest != "" && !isSHA256Hex(digest) {
-		return control.Response{Code: control.ExitDataErr, Error: "stage: sha256 must be 64 lower-case hex digits"}
+		return Stage{}, errorf(ErrInvalid, "stage: sha256 must be 64 lower-case hex digits")
+	}
+	if j.cancelled {
+		return Stage{}, errorf(ErrCancelled, "job cancelled")
+	}
+	if old, dup := j.stages[name]; dup {
+		if digest != "" && old.digest == digest {
+			v := old.view()
+			v.Replay = true
+			b, _ := json.Marshal(v)
+			return Stage{Job: j.id, Status: b, Replay: true}, nil
+		}
+		return Stage{}, errorf(ErrInvalid, "stage %q already exists in this job", name)
 	}
 	if dir == "" {
 		dir = "/"
 	}
 	st := &stage{name: name, started: time.Now(), running: true, done: make(chan struct{}), digest: digest, logEnd: -1}
-	s.mu.Lock()
-	if old, dup := j.stages[name]; dup || j.cancelled {
-		if j.cancelled {
-			s.mu.Unlock()
-			return control.Response{Code: control.ExitUnavailable, Error: "job cancelled"}
-		}
-		if digest != "" && old.digest == digest {
-			v := old.view()
-			s.mu.Unlock()
-			v.Replay = true
-			b, _ := json.Marshal(v)
-			return control.Response{OK: true, Job: j.spec.ID, Replay: true, Data: b}
-		}
-		s.mu.Unlock()
-		return control.Response{Code: control.ExitDataErr, Error: fmt.Sprintf("stage %q already exists in this job", name)}
-	}
 	j.stages[name] = st
 	j.order = append(j.order, name)
-	s.mu.Unlock()
 
 	log, err := os.OpenFile(j.logPath, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
-		s.finishStage(j, st, 70, "", false, nil)
-		return control.Response{Code: control.ExitSoftware, Error: "job log: " + err.Error()}
+		s.finishStage(j, st, 70, "", false)
+		return Stage{}, fmt.Errorf("job log: %w", err)
 	}
 	defer log.Close()
 	writeMarker(log, map[string]any{"script": name})
 	if fi, err := log.Stat(); err == nil {
-		s.mu.Lock()
 		st.logStart = fi.Size()
-		s.mu.Unlock()
 	}
-	devnull, err := os.Open(os.DevNull)
+	pid, exitCh, err := s.spawnStage(j, argv, dir, log)
 	if err != nil {
-		s.finishStage(j, st, 70, "", false, log)
-		return control.Response{Code: control.ExitSoftware, Error: err.Error()}
-	}
-	defer devnull.Close()
-	argv0, err := shellproxy.LookPath(argv[0], j.env)
-	var pid int
-	var exitCh <-chan shellproxy.Exit
-	oomBefore := oomKills(s.cfg.CgroupRoot)
-	if err == nil {
-		attr := &syscall.ProcAttr{
-			Dir:   dir,
-			Env:   j.env,
-			Files: []uintptr{devnull.Fd(), log.Fd(), log.Fd()},
-			Sys:   &syscall.SysProcAttr{Setsid: true, Credential: s.cfg.JobUser},
-		}
-		pid, exitCh, err = s.reaper.Start(argv0, argv, attr)
-	}
-	if err != nil {
-		code := shellproxy.ExecErrorCode(err)
 		fmt.Fprintf(log, "warmpod: stage %s: %v\n", name, err)
-		s.finishStage(j, st, code, "", false, log)
-		s.mu.Lock()
-		v := st.view()
-		s.mu.Unlock()
-		b, _ := json.Marshal(v)
-		return control.Response{OK: true, Job: j.spec.ID, Data: b}
+		s.finishStage(j, st, shellproxy.ExecErrorCode(err), "", false)
+		b, _ := json.Marshal(st.view())
+		return Stage{Job: j.id, Status: b}, nil
 	}
-	s.mu.Lock()
 	st.pid = pid
-	v := st.view()
-	s.mu.Unlock()
+	oomBefore := oomKills(s.cfg.CgroupRoot)
 	go func() {
 		ex := <-exitCh
 		sig := ""
@@ -191,41 +165,61 @@ func (s *Supervisor) StartStage(jobID, name string, argv []string, dir, digest s
 			sig = unix.SignalName(ex.Status.Signal())
 		}
 		oom := ex.Status.Signaled() && ex.Status.Signal() == unix.SIGKILL && oomKills(s.cfg.CgroupRoot) > oomBefore
-		f, err := os.OpenFile(j.logPath, os.O_RDWR|os.O_APPEND, 0)
-		if err != nil {
-			f = nil // the job ended and its log is gone
-		}
-		s.finishStage(j, st, ex.Code(), sig, oom, f)
-		if f != nil {
-			_ = f.Close()
-		}
-		s.log.Info("stage ended", "job", j.spec.ID, "stage", name, "code", ex.Code(), "signal", sig, "oom_killed", oom)
+		s.post(func() {
+			s.finishStage(j, st, ex.Code(), sig, oom)
+			s.log.Info("stage ended", "job", j.id, "stage", name, "code", ex.Code(), "signal", sig, "oom_killed", oom)
+		})
 	}()
-	s.log.Info("stage started", "job", j.spec.ID, "stage", name, "pid", pid)
-	b, _ := json.Marshal(v)
-	return control.Response{OK: true, Job: j.spec.ID, Data: b}
+	s.log.Info("stage started", "job", j.id, "stage", name, "pid", pid)
+	b, _ := json.Marshal(st.view())
+	return Stage{Job: j.id, Status: b}, nil
 }
 
-// finishStage records a stage's outcome and writes its end marker to log
-// (nil: no marker). The outcome is recorded before the marker is written:
-// a stage stream that sees the stage still running after a read of the log
-// knows that read held no marker (cmd/warmpod job stage relies on it to
-// stream exactly the stage's bytes).
-func (s *Supervisor) finishStage(j *job, st *stage, code int, sig string, oom bool, log *os.File) {
+// spawnStage forks the stage's leader in its own session, stdin
+// /dev/null, stdout and stderr the job's log.
+func (s *Supervisor) spawnStage(j *job, argv []string, dir string, log *os.File) (int, <-chan shellproxy.Exit, error) {
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer devnull.Close()
+	argv0, err := shellproxy.LookPath(argv[0], j.env)
+	if err != nil {
+		return 0, nil, err
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   dir,
+		Env:   j.env,
+		Files: []uintptr{devnull.Fd(), log.Fd(), log.Fd()},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Credential: s.cfg.JobUser},
+	}
+	return s.fx.Children.Start(argv0, argv, attr)
+}
+
+// finishStage records a stage's outcome and appends its end marker to the
+// job's log when the log is still there (loop only). The outcome is
+// recorded before the marker is written: a stage stream that sees the
+// stage still running after a read of the log knows that read held no
+// marker (cmd/warmpod job stage relies on it to stream exactly the
+// stage's bytes).
+func (s *Supervisor) finishStage(j *job, st *stage, code int, sig string, oom bool) {
+	log, err := os.OpenFile(j.logPath, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil {
+		log = nil // the job ended and its log is gone
+	}
 	end := int64(-1)
 	if log != nil {
 		if fi, err := log.Stat(); err == nil {
 			end = fi.Size()
 		}
 	}
-	s.mu.Lock()
 	if end < st.logStart {
 		end = st.logStart // the log is gone: nothing more to read
 	}
 	st.running, st.code, st.signal, st.oom, st.ended, st.logEnd = false, code, sig, oom, time.Now(), end
-	s.mu.Unlock()
 	if log != nil {
 		writeMarker(log, map[string]any{"command_exit_code": code, "script": st.name})
+		_ = log.Close()
 	}
 	close(st.done)
 }
@@ -246,39 +240,43 @@ func writeMarker(f *os.File, v map[string]any) {
 	_, _ = f.Write(buf.Bytes())
 }
 
-func (s *Supervisor) stageOf(j *job, name string) *stage {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return j.stages[name]
-}
-
 // WaitStage waits up to timeout for stage name to end and returns its
-// status: exit 0 when it has ended, 75 when it still runs at the timeout,
-// 69 when there is no job or no such stage.
-func (s *Supervisor) WaitStage(name string, timeout time.Duration) control.Response {
-	s.mu.Lock()
-	j := s.job
-	s.mu.Unlock()
-	if j == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
+// status. Errors: ErrStillRunning (with the status) when it still runs at
+// the timeout; idle.ErrNoJob; ErrNoStage.
+func (s *Supervisor) WaitStage(name string, timeout time.Duration) (Stage, error) {
+	type found struct {
+		j  *job
+		st *stage
 	}
-	st := s.stageOf(j, name)
-	if st == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: fmt.Sprintf("no stage %q", name)}
+	f, err := call(s, false, func(reply func(found, error)) {
+		j := s.job
+		switch {
+		case j == nil || j.phase == phaseStarting:
+			reply(found{}, idle.ErrNoJob)
+		case j.stages[name] == nil:
+			reply(found{}, errorf(ErrNoStage, "no stage %q", name))
+		default:
+			reply(found{j, j.stages[name]}, nil)
+		}
+	})
+	if err != nil {
+		return Stage{}, err
 	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
-	code := 0
 	select {
-	case <-st.done:
+	case <-f.st.done:
 	case <-t.C:
-		code = control.ExitTempFail
+		err = errorf(ErrStillRunning, "stage %q still running after %s", name, timeout)
 	}
-	resp := control.Response{OK: code == 0, Code: code, Job: j.spec.ID, Data: s.jobStatusJSON(j, name)}
-	if code != 0 {
-		resp.Error = fmt.Sprintf("stage %q still running after %s", name, timeout)
+	b, cerr := call(s, false, func(reply func([]byte, error)) {
+		b, _ := json.Marshal(f.st.view())
+		reply(b, nil)
+	})
+	if cerr != nil {
+		return Stage{}, cerr
 	}
-	return resp
+	return Stage{Job: f.j.id, Status: b}, err
 }
 
 func isSHA256Hex(v string) bool {
@@ -301,86 +299,69 @@ func isSHA256Hex(v string) bool {
 // the same pod. A daemon that left the stage's session and was re-parented
 // to PID 1 is not reachable from the stage any more; job end kills it.
 // It waits (bounded by grace plus 2 s) for the stage to be reaped and
-// returns its status. The grace is capped at PID 1's --grace. Errors: 69
-// no job or no such stage; 75 jobID names another job, or the stage is
-// still being started (retry).
-func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Duration) control.Response {
-	s.opMu.Lock()
-	defer s.opMu.Unlock()
-	j, lease, ok := s.current()
-	if !ok || j == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: idle.ErrNoJob.Error()}
-	}
-	if jobID != "" && jobID != lease.JobID {
-		return control.Response{Code: control.ExitTempFail, Error: idle.ErrWrongJob.Error()}
-	}
-	st := s.stageOf(j, name)
-	if st == nil {
-		return control.Response{Code: control.ExitUnavailable, Error: fmt.Sprintf("no stage %q", name)}
-	}
-	s.mu.Lock()
-	leader, running := st.pid, st.running
-	s.mu.Unlock()
-	if running && leader <= 1 {
-		// Registered but not forked yet: the caller asks again.
-		return control.Response{Code: control.ExitTempFail, Error: fmt.Sprintf("stage %q is starting: retry", name)}
-	}
-	// A caller's grace never holds the job's other operations longer
-	// than PID 1's own --grace.
-	grace = min(grace, s.cfg.Grace)
-	n := 0
-	if running && leader > 1 {
-		members := map[int]bool{}
-		keep := map[int]bool{}
-		if procs, err := s.procs.container(); err == nil {
-			for _, pid := range idle.Descendants(procs, leader) {
-				members[pid] = true
-			}
-			for _, p := range procs {
-				if p.SID == leader {
-					members[p.PID] = true
-				}
-			}
-			if peer > 1 {
-				keep = ancestors(procs, peer)
-			}
-			for pid := range s.procs.executorClients(procs) {
-				keep[pid] = true
-			}
-		}
-		members[leader] = true
-		// The stage's processes are those found now and, at every round
-		// of signals, any process of the stage's session (a trap or a
-		// make -j child forked after the first look). A daemon that left
-		// the session after the first look is not the stage's any more;
-		// job end kills it.
-		n = s.procs.terminate(func(p idle.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, grace)
-		s.reaper.Reap()
-	}
-	select {
-	case <-st.done:
-	case <-time.After(2 * time.Second):
-	}
-	s.log.Info("stage cancelled", "job", lease.JobID, "stage", name, "terminated", n)
-	return control.Response{OK: true, Job: lease.JobID, State: s.State(), Data: s.jobStatusJSON(j, name)}
-}
-
-// waitStages waits up to d for every stage of j to be reaped.
-func (s *Supervisor) waitStages(j *job, d time.Duration) {
-	deadline := time.After(d)
-	s.mu.Lock()
-	var pending []*stage
-	for _, st := range j.stages {
-		pending = append(pending, st)
-	}
-	s.mu.Unlock()
-	for _, st := range pending {
-		select {
-		case <-st.done:
-		case <-deadline:
+// returns its status. The grace is capped at PID 1's --grace, so a caller
+// never holds the job's other operations longer than PID 1's own.
+// Errors: idle.ErrNoJob; idle.ErrWrongJob when jobID names another job;
+// ErrNoStage.
+func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Duration) (Stage, error) {
+	return call(s, true, func(reply func(Stage, error)) {
+		j, err := s.current(jobID)
+		if err != nil {
+			reply(Stage{}, err)
 			return
 		}
+		st := j.stages[name]
+		if st == nil {
+			reply(Stage{}, errorf(ErrNoStage, "no stage %q", name))
+			return
+		}
+		leader, running := st.pid, st.running
+		grace = min(grace, s.cfg.Grace)
+		n := 0
+		s.work("stage cancel", func() {
+			if running && leader > 1 {
+				n = s.terminateStage(leader, peer, grace)
+			}
+			select {
+			case <-st.done:
+			case <-time.After(2 * time.Second):
+			}
+		}, func() {
+			s.log.Info("stage cancelled", "job", j.id, "stage", name, "terminated", n)
+			b, _ := json.Marshal(st.view())
+			reply(Stage{Job: j.id, Status: b}, nil)
+		})
+	})
+}
+
+// terminateStage sends SIGTERM, then SIGKILL after grace, to the stage led
+// by leader (a worker). Its processes are those found now (the leader's
+// descendants and session) and, at every round of signals, any process of
+// the stage's session (a trap or a make -j child forked after the first
+// look). A daemon that left the session after the first look is not the
+// stage's any more; job end kills it.
+func (s *Supervisor) terminateStage(leader, peer int, grace time.Duration) int {
+	members := map[int]bool{leader: true}
+	keep := map[int]bool{}
+	if procs, err := s.fx.Procs.List(); err == nil {
+		for _, pid := range idle.Descendants(procs, leader) {
+			members[pid] = true
+		}
+		for _, p := range procs {
+			if p.SID == leader {
+				members[p.PID] = true
+			}
+		}
+		if peer > 1 {
+			keep = ancestors(procs, peer)
+		}
+		for pid := range s.fx.Procs.Clients(procs) {
+			keep[pid] = true
+		}
 	}
+	n := s.fx.Procs.Terminate(func(p idle.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, nil, grace)
+	s.fx.Children.Reap()
+	return n
 }
 
 // oomKills reads the container's OOM-kill counter under the cgroup file

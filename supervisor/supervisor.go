@@ -2,6 +2,17 @@
 // and idle deadline (package idle), the underlying shell (package
 // shellproxy), the job's secrets (package tokens) and the control socket
 // (package control) together, and decides when the pod drains.
+//
+// One goroutine, Run's loop, owns every piece of mutable state: the
+// idle.Machine, the job and its stages and uploads, the pinned scope, the
+// drain reason. Nothing else touches them and no lock guards them. Control
+// handlers send the loop an op and wait for its reply; what takes time (a
+// TERM → grace → KILL sweep, replacing the shell, waiting for a stage,
+// deleting the pod) runs in a worker goroutine that gets only what it
+// needs and posts its completion back to the loop. While a worker runs,
+// ops that change the job (start, end, cancel, a stage, an upload) wait in
+// order in a queue, and every other op (renewals, status, env, probes,
+// signals, reaping) is served at once: no grace period ever holds the loop.
 package supervisor
 
 import (
@@ -10,33 +21,32 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/idle"
 	"github.com/warmpod/warmpod/kube"
 	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
 )
 
-// Config configures a Supervisor.
+// Config configures a Supervisor. Durations are wall-clock.
 type Config struct {
-	// Command is the underlying shell's argv (default /bin/sh).
+	// Command is the underlying shell's argv; its first word is logged,
+	// and printed when it cannot be started in plain-init mode.
 	Command []string
-	// Stdio is the shellproxy mode.
-	Stdio shellproxy.Mode
+	// BaseEnv is the environment of the idle shell and the base of every
+	// job's ("KEY=VALUE"; os.Environ() in PID 1).
+	BaseEnv []string
 	// IdleTimeout is how long the pod may stay idle before it drains
 	// (0 = never).
 	IdleTimeout time.Duration
 	// Grace is how long processes get between SIGTERM and SIGKILL when a
 	// job ends or the pod shuts down. It must stay below the pod's
-	// terminationGracePeriodSeconds.
+	// terminationGracePeriodSeconds, after which the kubelet SIGKILLs PID 1
+	// and with it every process of the container.
 	Grace time.Duration
 	// ReadyMargin: readiness turns false this long before the idle
 	// deadline, so executors stop picking the pod before it refuses claims.
@@ -52,6 +62,9 @@ type Config struct {
 	// LogsDir holds one 0700-protected output log per job (default
 	// /run/warmpod/logs).
 	LogsDir string
+	// RuntimeDir is the control socket's directory (/run/warmpod): no
+	// `job put` may write there, next to the socket.
+	RuntimeDir string
 	// CleanupPaths are directory patterns (tokens.CheckCleanupPath) whose
 	// contents are removed whenever a job ends, by job end, lease expiry,
 	// cancel or drain; each job spec's cleanup_paths add to them.
@@ -60,81 +73,73 @@ type Config struct {
 	MaxJobs int
 	// ConfigHash, when set, must equal a job spec's config_hash.
 	ConfigHash string
-	// JobUser, when set, runs shells and stages as this user.
+	// JobUser, when set, runs stages as this user (the shell's user is
+	// the Shell's business).
 	JobUser *syscall.Credential
 	// IgnoreIdleStdin drops stdin bytes while no job holds the lease
 	// (counted and logged) instead of giving them to the idle shell.
 	IgnoreIdleStdin bool
-	// TerminationLog is where the one-line JSON exit reason goes
-	// (terminationMessagePath, /dev/termination-log in a pod); written only
-	// when the file exists, as the kubelet's bind mount makes it. Empty: off.
-	TerminationLog string
-	// SelfDelete is "auto" (delete the pod after an idle or max-jobs exit
-	// when the downward-API env and a service-account token are present),
-	// "always" (try, and log why it cannot) or "never".
-	SelfDelete string
-	// ServiceAccountDir holds token, ca.crt, namespace (default
-	// /var/run/secrets/kubernetes.io/serviceaccount).
-	ServiceAccountDir string
 	// TestHooks enables test-only control operations (debug.stall).
 	TestHooks bool
-	// ProcRoot is where /proc is mounted (default "/proc").
-	ProcRoot string
 	// CgroupRoot is where the container's cgroup file system is mounted
 	// (default "/sys/fs/cgroup"), for the OOM-kill counter.
 	CgroupRoot string
 	// Version is reported by status.
 	Version string
-	// Log receives warmpod's own messages.
-	Log hclog.Logger
-	// Stdin, Stdout, Stderr default to the process's own.
-	Stdin, Stdout, Stderr *os.File
+	// Stderr gets the one line PID 1 prints when the command cannot be
+	// started in plain-init mode (default os.Stderr).
+	Stderr *os.File
 }
 
 // Supervisor runs PID 1. Create with New, then Run.
 type Supervisor struct {
-	cfg    Config
-	log    hclog.Logger
-	reaper *shellproxy.Reaper
-	proxy  *shellproxy.Proxy
-	procs  procView
+	cfg Config
+	log hclog.Logger
+	fx  Effects
 
-	opMu    sync.Mutex // serialises job start/end, expiry and drain
-	mu      sync.Mutex // guards machine and job; held only briefly
-	machine *idle.Machine
-	job     *job   // the job holding the lease, nil when none
-	scope   string // trust domain pinned by the first job (reuse with max-jobs != 1)
-	baseEnv []string
-	stall   chan time.Duration // test hook: stall the main loop
+	ops     chan op       // requests for the loop (control handlers, watchers)
+	events  chan func()   // completions of workers, run by the loop
+	stopped chan struct{} // closed when the loop has ended
 
+	// Written by the loop, read lock-free by probes and status.
 	snap      atomic.Pointer[snapshot]
-	heartbeat atomic.Int64 // unix ns of the main loop's last turn
-	wake      chan struct{}
-	draining  chan struct{}
-	drainOnce sync.Once
-	drainWhy  atomic.Value // string
-	expiring  atomic.Bool  // a lease-expiry clean-up is running
-	exitCode  atomic.Int32
-	termed    map[int]bool // got the pod's SIGTERM from onSignal; Run's goroutine only
-	sweeping  atomic.Bool  // a job's processes are being terminated (killJobProcesses)
+	heartbeat atomic.Int64 // unix ns of the loop's last turn
+
+	// Guarded by: the loop (Run's goroutine). No other goroutine reads or
+	// writes these.
+	machine  *idle.Machine
+	job      *job
+	scope    string       // trust domain pinned by the first job (reuse with max-jobs != 1)
+	termed   map[int]bool // processes the pod's SIGTERM reached through the shell's group
+	working  string       // the effect whose worker runs ("" when none)
+	parked   []op         // exclusive ops waiting for that worker, in arrival order
+	sweeping bool         // a job end or cancel is terminating the job's processes
+	expiring bool         // the end of an expired lease is queued or running
+	reason   idle.Reason  // why the pod drains; "" until it does
+	status   int          // the command's exit status (plain-init mode)
+	finished bool         // the shutdown worker has completed
+	swept    int          // processes the shutdown signalled
 }
 
-// snapshot is what probes and status read without taking any lock.
+// op is a request run on the loop. An exclusive op changes the job: it
+// waits while a worker runs, so it never sees a job half-ended.
+type op struct {
+	excl bool
+	fn   func()
+	// refuse answers the caller with an error instead of running fn (nil
+	// for the loop's own ops: a lease expiry, the shutdown).
+	refuse func(error)
+}
+
+// snapshot is what probes and status read without going through the loop.
 type snapshot struct {
 	status idle.Status
-	ready  bool
-	at     time.Time
 	dl     time.Time
 }
 
-// New prepares a Supervisor: it does not start anything yet.
-func New(cfg Config) (*Supervisor, error) {
-	if len(cfg.Command) == 0 {
-		cfg.Command = []string{"/bin/sh"}
-	}
-	if cfg.ProcRoot == "" {
-		cfg.ProcRoot = "/proc"
-	}
+// New prepares a Supervisor around the given effects: it starts nothing.
+// The effects must all be set.
+func New(cfg Config, fx Effects, log hclog.Logger) *Supervisor {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
@@ -144,239 +149,253 @@ func New(cfg Config) (*Supervisor, error) {
 	if cfg.LogsDir == "" {
 		cfg.LogsDir = "/run/warmpod/logs"
 	}
-	if cfg.Log == nil {
-		cfg.Log = hclog.NewNullLogger()
+	if cfg.Stderr == nil {
+		cfg.Stderr = os.Stderr
 	}
-	if cfg.Stdin == nil {
-		cfg.Stdin, cfg.Stdout, cfg.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if len(cfg.Command) == 0 {
+		cfg.Command = []string{"/bin/sh"}
 	}
-	s := &Supervisor{
-		cfg:      cfg,
-		log:      cfg.Log,
-		reaper:   shellproxy.NewReaper(),
-		procs:    newProcView(cfg.ProcRoot),
-		wake:     make(chan struct{}, 1),
-		draining: make(chan struct{}),
-		baseEnv:  os.Environ(),
-		stall:    make(chan time.Duration, 1),
+	if log == nil {
+		log = hclog.NewNullLogger()
 	}
 	now := time.Now()
-	s.machine = idle.New(idle.Config{IdleTimeout: cfg.IdleTimeout, MaxJobs: cfg.MaxJobs}, now)
+	s := &Supervisor{
+		cfg:     cfg,
+		log:     log,
+		fx:      fx,
+		ops:     make(chan op),
+		events:  make(chan func()),
+		stopped: make(chan struct{}),
+		machine: idle.New(idle.Config{IdleTimeout: cfg.IdleTimeout, MaxJobs: cfg.MaxJobs}, now),
+	}
 	s.heartbeat.Store(now.UnixNano())
-	proxy, err := shellproxy.New(shellproxy.Config{
-		Command: cfg.Command,
-		Mode:    cfg.Stdio,
-		Stdin:   cfg.Stdin, Stdout: cfg.Stdout, Stderr: cfg.Stderr,
-		Respawn:    !cfg.ExitWithCommand,
-		Credential: cfg.JobUser,
-		Reaper:     s.reaper,
-		Log:        cfg.Log.Named("shell"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.proxy = proxy
 	s.publish(now)
-	return s, nil
+	return s
 }
 
-// forwarded are the signals PID 1 passes on to the shell's process group
-// (DESIGN.md §4). SIGTERM is forwarded too and also starts the shutdown.
-var forwarded = []os.Signal{
-	unix.SIGHUP, unix.SIGINT, unix.SIGQUIT, unix.SIGUSR1, unix.SIGUSR2,
-	unix.SIGALRM, unix.SIGCONT, unix.SIGWINCH,
-}
-
-// Run starts the shell and serves until the pod drains. It returns PID 1's
-// exit status: 0 after an idle drain, 143 after SIGTERM, the command's
-// status in plain-init mode (127/126 when it cannot be executed).
-func (s *Supervisor) Run(ctx context.Context) int {
-	if os.Getpid() != 1 {
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			s.log.Warn("not PID 1 and cannot become a child subreaper: orphans will not be reaped", "error", err)
-		} else {
-			s.log.Info("not PID 1: running as child subreaper", "pid", os.Getpid())
-		}
-	}
-	if caught := shellproxy.CatchIgnoredSignals(); len(caught) > 0 {
-		s.log.Debug("inherited ignored signals reset for children", "signals", fmt.Sprint(caught))
-	}
-	sigs := make(chan os.Signal, 64)
-	signal.Notify(sigs, append([]os.Signal{unix.SIGCHLD, unix.SIGTERM, unix.SIGPIPE, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP}, forwarded...)...)
-	defer signal.Stop(sigs)
-
+// Run starts the shell and serves until the pod drains. sigs carries
+// every signal PID 1 gets (signal.Notify with no list, in cmd/warmpod);
+// onSignal decides which are forwarded. It returns PID 1's exit status
+// (idle.Reason.ExitCode): 0 after an idle drain, 143 after SIGTERM, the
+// command's status in plain-init mode (127/126 when it cannot be
+// executed).
+func (s *Supervisor) Run(ctx context.Context, sigs <-chan os.Signal) int {
 	if !s.cfg.ExitWithCommand {
 		s.prepareDirs()
 	}
-	s.proxy.SetDiscardInput(s.cfg.IgnoreIdleStdin)
-	if err := s.proxy.Start(s.baseEnv); err != nil {
+	s.fx.Shell.SetDiscardInput(s.cfg.IgnoreIdleStdin)
+	if err := s.fx.Shell.Start(s.cfg.BaseEnv); err != nil {
 		if s.cfg.ExitWithCommand {
 			// Exactly one line on stderr, as a shell would print it.
 			fmt.Fprintf(s.cfg.Stderr, "warmpod: %v\n", err)
-			s.proxy.Close()
+			s.fx.Shell.Close()
+			close(s.stopped)
 			return shellproxy.ExecErrorCode(err)
 		}
 		s.log.Error("cannot start the shell; retrying", "command", s.cfg.Command[0], "error", err)
 	}
-	s.log.Info("warm", "shell", s.cfg.Command[0], "stdio", string(s.proxy.Mode()), "idle_timeout", s.cfg.IdleTimeout, "pid", os.Getpid())
+	s.log.Info("warm", "shell", s.cfg.Command[0], "stdio", string(s.fx.Shell.Mode()), "idle_timeout", s.cfg.IdleTimeout, "pid", os.Getpid())
+	if !s.cfg.ExitWithCommand {
+		// The /proc scan runs beside the loop, so it never delays reaping
+		// or a signal.
+		go s.watchActivity()
+	}
+	s.loop(ctx, sigs)
+	close(s.stopped)
 
+	s.fx.Children.Reap()
+	s.fx.Shell.Close()
+	code := s.reason.ExitCode(s.status)
+	s.log.Info("exit", "reason", s.reason, "code", code, "terminated", s.swept)
+	st := s.snap.Load().status
+	s.fx.Pod.Terminated(kube.TerminationMessage{Reason: string(s.reason), ExitCode: code, Job: st.JobID, JobsRun: st.JobsRun, Version: s.cfg.Version})
+	if code == 0 && s.reason.Planned() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		s.fx.Pod.DeleteSelf(ctx)
+		cancel()
+	}
+	return code
+}
+
+// loop is the owner of the state: it runs until the shutdown worker has
+// completed.
+func (s *Supervisor) loop(ctx context.Context, sigs <-chan os.Signal) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	if !s.cfg.ExitWithCommand {
-		// The /proc scan runs beside the loop that reaps and forwards
-		// signals, so it never delays either.
-		go s.watchActivity(ctx)
-	}
-	for {
-		s.heartbeat.Store(time.Now().UnixNano())
-		next := s.evaluate(time.Now())
-		if !next.IsZero() {
-			timer.Reset(max(time.Until(next), time.Millisecond))
+	done := ctx.Done()
+	for !s.finished {
+		now := time.Now()
+		s.heartbeat.Store(now.UnixNano())
+		if next := s.evaluate(now); !next.IsZero() {
+			timer.Reset(max(next.Sub(now), time.Millisecond))
 		}
 		select {
 		case sig := <-sigs:
 			s.onSignal(sig.(unix.Signal))
 		case <-tick.C:
-			s.reaper.Reap() // insurance against coalesced SIGCHLDs
+			s.fx.Children.Reap() // insurance against coalesced SIGCHLDs
 		case <-timer.C:
-		case <-s.wake:
-		case d := <-s.stall:
-			s.log.Warn("test hook: stalling the main loop", "for", d)
-			time.Sleep(d)
-		case ex := <-s.proxy.Exited():
+		case o := <-s.ops:
+			s.dispatch(o)
+		case f := <-s.events:
+			f()
+			s.unpark()
+		case ex := <-s.fx.Shell.Exited():
 			s.log.Info("command exited", "code", ex.Code())
-			s.exitCode.Store(int32(ex.Code()))
-			s.startDrain("command-exited", ex.Code())
-		case <-s.draining:
-			return s.shutdown(sigs)
-		case <-ctx.Done():
-			s.startDrain("context-cancelled", 0)
+			s.status = ex.Code()
+			s.drain(idle.ReasonCommandExited)
+		case <-done:
+			done = nil
+			s.drain(idle.ReasonContextCancelled)
 		}
 	}
+}
+
+// dispatch runs o now, or parks it when it is exclusive and a worker runs
+// or other exclusive ops wait before it.
+func (s *Supervisor) dispatch(o op) {
+	if o.excl && s.reason != "" && o.refuse != nil {
+		// The drain has begun: the shutdown ends the job itself. A client
+		// must not wait for it (it would wait through the grace period,
+		// then be terminated as a process left over).
+		o.refuse(errorf(idle.ErrDraining, "%v: PID 1 is shutting down (%s) and ends the job itself", idle.ErrDraining, s.reason))
+		return
+	}
+	if o.excl && (s.working != "" || len(s.parked) > 0) {
+		s.parked = append(s.parked, o)
+		return
+	}
+	o.fn()
+}
+
+// unpark runs parked ops in order until one starts a worker. Nothing runs
+// after the shutdown: its callers learn ErrExiting when the loop ends.
+func (s *Supervisor) unpark() {
+	for s.working == "" && len(s.parked) > 0 && !s.finished {
+		o := s.parked[0]
+		s.parked = s.parked[1:]
+		o.fn()
+	}
+}
+
+// work runs slow in a new goroutine, then its continuation then on the
+// loop. slow must not touch the loop's state: it gets what it needs from
+// its caller, on the loop, before.
+func (s *Supervisor) work(name string, slow, then func()) {
+	s.working = name
+	go func() {
+		slow()
+		s.post(func() {
+			s.working = ""
+			then()
+		})
+	}()
+}
+
+// post runs f on the loop, or drops it when the loop has ended.
+func (s *Supervisor) post(f func()) {
+	select {
+	case s.events <- f:
+	case <-s.stopped:
+	}
+}
+
+// result is the reply of an op.
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// call runs fn on the loop (after any worker, when excl) and waits for the
+// reply fn gives, now or later from a worker's continuation. ErrExiting
+// when the loop ended first.
+func call[T any](s *Supervisor, excl bool, fn func(reply func(T, error))) (T, error) {
+	ch := make(chan result[T], 1)
+	var zero T
+	o := op{
+		excl:   excl,
+		fn:     func() { fn(func(v T, err error) { ch <- result[T]{v, err} }) },
+		refuse: func(err error) { ch <- result[T]{zero, err} },
+	}
+	select {
+	case s.ops <- o:
+	case <-s.stopped:
+		return zero, errorf(ErrExiting, "%v", ErrExiting)
+	}
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-s.stopped:
+		select {
+		case r := <-ch:
+			return r.v, r.err
+		default:
+			return zero, errorf(ErrExiting, "%v", ErrExiting)
+		}
+	}
+}
+
+// notForwarded tells which signals PID 1 keeps, as tini and catatonit
+// do: SIGCHLD (it reaps), SIGURG (the Go runtime's preemption signal),
+// SIGPIPE (its own stdout closed), the job-control stops SIGTSTP, SIGTTIN
+// and SIGTTOU (PID 1 is nobody's job: stopping it would hang the pod), and
+// the synchronous fault signals, which concern the process that faulted
+// (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT). Every other
+// catchable signal (SIGHUP, SIGINT, SIGQUIT, SIGUSR1/2, SIGALRM, SIGCONT,
+// SIGWINCH, SIGPWR, SIGXCPU, the real-time signals, ...) goes to the
+// shell's process group.
+func notForwarded(sig unix.Signal) bool {
+	switch sig {
+	case unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE,
+		unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU,
+		unix.SIGSEGV, unix.SIGBUS, unix.SIGFPE, unix.SIGILL, unix.SIGTRAP, unix.SIGSYS, unix.SIGABRT:
+		return true
+	}
+	return false
 }
 
 func (s *Supervisor) onSignal(sig unix.Signal) {
-	switch sig {
-	case unix.SIGCHLD:
-		s.reaper.Reap()
-	case unix.SIGPIPE, unix.SIGTTIN, unix.SIGTTOU, unix.SIGTSTP:
-		// Never stop or kill PID 1 for these (a closed stdout, tty access
-		// from a background group).
-	case unix.SIGTERM:
+	switch {
+	case sig == unix.SIGCHLD:
+		s.fx.Children.Reap()
+	case notForwarded(sig):
+	case s.reason != "":
+		// Draining: the shutdown sweep decides what each process gets.
+	case sig == unix.SIGTERM:
 		s.log.Info("SIGTERM: shutting down", "grace", s.cfg.Grace)
-		s.proxy.Freeze(nil) // a shell that exits on TERM is not replaced
+		s.fx.Shell.Freeze(nil) // a shell that exits on TERM is not replaced
 		// A job-end sweep in progress has sent (or is sending) SIGTERM
 		// to every job process, the shell's group included: forwarding
 		// now would be a second one.
-		if !s.sweeping.Load() {
-			pgid := s.proxy.ShellPID()
-			_ = s.proxy.Signal(unix.SIGTERM)
+		if !s.sweeping {
+			pgid := s.fx.Shell.ShellPID()
+			_ = s.fx.Shell.Signal(unix.SIGTERM)
 			s.recordTermed(pgid)
 		}
-		s.startDrain("sigterm", 128+int(unix.SIGTERM))
-	case unix.SIGWINCH:
-		s.proxy.Resize()
-		_ = s.proxy.Signal(sig)
+		s.drain(idle.ReasonSIGTERM)
+	case sig == unix.SIGWINCH:
+		s.fx.Shell.Resize()
+		_ = s.fx.Shell.Signal(sig)
 	default:
 		s.log.Debug("forwarding signal", "signal", sig.String())
-		_ = s.proxy.Signal(sig)
-	}
-}
-
-// evaluate runs the lease/deadline machine and acts on its decision; it
-// returns when it must run again.
-func (s *Supervisor) evaluate(now time.Time) time.Time {
-	s.mu.Lock()
-	d := s.machine.Tick(now)
-	s.mu.Unlock()
-	s.publish(now)
-	if d.ExpiredJob != "" && s.expiring.Swap(true) == false {
-		go func() {
-			defer s.expiring.Store(false)
-			s.log.Warn("job lease expired", "job", d.ExpiredJob, "reason", d.ExpiryReason)
-			_ = s.endJob(d.ExpiredJob, "expired ("+d.ExpiryReason+")", 0)
-		}()
-	}
-	if d.Drain {
-		code := 0
-		if d.DrainReason == "sigterm" {
-			code = 143
-		}
-		s.startDrain(d.DrainReason, code)
-	}
-	return d.NextWake
-}
-
-// watchActivity scans for activity once a second until the pod drains.
-func (s *Supervisor) watchActivity(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var lastInput time.Time
-	var usage idle.UsageTracker
-	for {
-		select {
-		case <-tick.C:
-			s.scanActivity(&lastInput, &usage)
-			s.kick()
-		case <-s.draining:
-			return
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// scanActivity reports activity to the idle machine: stdin bytes, or a
-// foreign process (not the idle shell, not warmpod's own clients) that
-// appeared or used CPU or did I/O since the last scan. A foreign process
-// that only sleeps (a leaked `kubectl exec` shell, a forgotten `sleep`)
-// counts once, when first seen, so it cannot hold an idle pod up forever.
-func (s *Supervisor) scanActivity(lastInput *time.Time, usage *idle.UsageTracker) {
-	now := time.Now()
-	active := false
-	if in := s.proxy.LastInput(); in.After(*lastInput) {
-		*lastInput = in
-		active = true
-	}
-	if !active {
-		shell := s.proxy.ShellPID()
-		procs, err := s.procs.container()
-		if err == nil {
-			clients := s.procs.executorClients(procs)
-			foreign := idle.Foreign(procs, func(p idle.Proc) bool {
-				return p.PID == shell || clients[p.PID]
-			})
-			cur := make(map[int]idle.Usage, len(foreign))
-			for _, p := range foreign {
-				io, _ := idle.ReadIO(s.cfg.ProcRoot, p.PID)
-				cur[p.PID] = idle.Usage{Start: p.Start, CPU: p.CPU, IO: io}
-			}
-			active = usage.Update(cur)
-		}
-	}
-	if active {
-		s.mu.Lock()
-		s.machine.Activity(now)
-		s.mu.Unlock()
-		s.publish(now)
+		_ = s.fx.Shell.Signal(sig)
 	}
 }
 
 // recordTermed notes which processes the SIGTERM just forwarded to process
-// group pgid reached, so the shutdown sweep does not send them a second one
-// (Run's goroutine only: onSignal and shutdown both run on it). The scan
-// comes after the kill(2): a member forked before it got the signal; one
-// forked in the microseconds between would be spared a TERM it never got
-// and still be SIGKILLed after the grace period, as would a new process
-// that reused a recorded PID before the sweep (the PID space would have to
-// wrap within those milliseconds).
+// group pgid reached, so the shutdown sweep does not send them a second
+// one. The scan comes after the kill(2): a member forked before it got the
+// signal; one forked in the microseconds between would be spared a TERM it
+// never got and still be SIGKILLed after the grace period, as would a new
+// process that reused a recorded PID before the sweep (the PID space would
+// have to wrap within those milliseconds).
 func (s *Supervisor) recordTermed(pgid int) {
 	if pgid <= 1 {
 		return
 	}
-	procs, err := s.procs.container()
+	procs, err := s.fx.Procs.List()
 	if err != nil {
 		return
 	}
@@ -390,75 +409,78 @@ func (s *Supervisor) recordTermed(pgid int) {
 	}
 }
 
-func (s *Supervisor) startDrain(reason string, code int) {
-	s.drainOnce.Do(func() {
-		s.drainWhy.Store(reason)
-		if reason != "command-exited" {
-			s.exitCode.Store(int32(code))
-		}
-		s.mu.Lock()
-		s.machine.Drain(reason, time.Now())
-		s.mu.Unlock()
-		s.publish(time.Now())
-		close(s.draining)
-	})
+// evaluate runs the lease/deadline machine and acts on its decision; it
+// returns when it must run again.
+func (s *Supervisor) evaluate(now time.Time) time.Time {
+	d := s.machine.Tick(now)
+	if d.ExpiredJob != "" && !s.expiring {
+		s.expiring = true
+		s.log.Warn("job lease expired", "job", d.ExpiredJob, "reason", d.ExpiryReason)
+		s.dispatch(op{excl: true, fn: func() {
+			s.endJob(d.ExpiredJob, "expired ("+d.ExpiryReason+")", 0, func(Ended, error) { s.expiring = false })
+		}})
+	}
+	if d.Drain {
+		s.drain(d.DrainReason)
+	}
+	s.publish(now)
+	return d.NextWake
 }
 
-// shutdown ends the job (if any), stops every process, and returns the exit
-// status.
-func (s *Supervisor) shutdown(sigs <-chan os.Signal) int {
-	reason, _ := s.drainWhy.Load().(string)
-	s.log.Info("draining", "reason", reason)
-	// Keep reaping while processes die.
-	stop := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case sig := <-sigs:
-				if sig == unix.SIGCHLD {
-					s.reaper.Reap()
-				}
-			case <-time.After(100 * time.Millisecond):
-				s.reaper.Reap()
-			case <-stop:
-				return
-			}
-		}
-	}()
-	s.opMu.Lock()
-	jobID := ""
-	s.mu.Lock()
+// drain starts the pod's drain for reason (the first reason wins): the
+// machine refuses claims from now on, and the shutdown runs as soon as
+// the job operations queued before it have.
+func (s *Supervisor) drain(reason idle.Reason) {
+	if s.reason != "" {
+		return
+	}
+	s.reason = reason
+	now := time.Now()
+	s.machine.Drain(reason, now)
+	s.publish(now)
+	// Clients waiting in line are answered now (dispatch refuses those
+	// that come later); the loop's own ops (a lease expiry) stay.
+	parked := s.parked
+	s.parked = nil
+	for _, o := range parked {
+		s.dispatch(o)
+	}
+	s.dispatch(op{excl: true, fn: s.shutdown})
+}
+
+// shutdown ends the job (if any) and stops every process: SIGTERM, then
+// SIGKILL after the grace period, to all but warmpod's own clients; a
+// client still reading its answer (the `job end` that reached --max-jobs)
+// gets time to exit by itself, then whatever is left gets the same TERM →
+// KILL.
+func (s *Supervisor) shutdown() {
+	s.log.Info("draining", "reason", s.reason)
 	j := s.job
+	var puts []*inflightPut
 	if j != nil {
-		jobID = j.spec.ID
+		j.phase = phaseEnding
+		puts = j.inflight()
 	}
-	jobsRun := s.machine.Snapshot(time.Now()).JobsRun
-	s.mu.Unlock()
-	s.proxy.Freeze(nil)
-	s.stopPuts(j)
-	// Everything but warmpod's own clients first; a client still reading
-	// its answer (the `job end` that reached --max-jobs) gets time to exit
-	// by itself, then whatever is left gets the same TERM → KILL.
-	var clients map[int]bool
-	if procs, err := s.procs.container(); err == nil {
-		clients = s.procs.executorClients(procs)
-	}
-	n := s.procs.terminateExcept(func(p idle.Proc) bool { return clients[p.PID] }, s.termed, s.cfg.Grace)
-	s.procs.waitGone(func(p idle.Proc) bool { return !clients[p.PID] }, 2*time.Second)
-	n += s.procs.terminate(nil, time.Second)
-	s.proxy.Stop(time.Second)
-	s.wipeJob()
-	s.opMu.Unlock()
-	close(stop)
-	s.reaper.Reap()
-	s.proxy.Close()
-	code := int(s.exitCode.Load())
-	s.log.Info("exit", "reason", reason, "code", code, "terminated", n)
-	s.writeTermination(kube.TerminationMessage{Reason: reason, ExitCode: code, Job: jobID, JobsRun: jobsRun, Version: s.cfg.Version})
-	if code == 0 && (reason == idle.ReasonIdleTimeout || reason == idle.ReasonMaxJobs) {
-		s.deleteSelf()
-	}
-	return code
+	termed := s.termed
+	grace := s.cfg.Grace
+	n := 0
+	s.work("shutdown", func() {
+		s.fx.Shell.Freeze(nil)
+		s.stopPuts(j, puts)
+		var clients map[int]bool
+		if procs, err := s.fx.Procs.List(); err == nil {
+			clients = s.fx.Procs.Clients(procs)
+		}
+		n = s.fx.Procs.Terminate(func(p idle.Proc) bool { return clients[p.PID] }, termed, grace)
+		s.fx.Procs.WaitGone(func(p idle.Proc) bool { return !clients[p.PID] }, 2*time.Second)
+		n += s.fx.Procs.Terminate(nil, nil, time.Second)
+		s.fx.Shell.Stop(time.Second)
+		s.wipe(j)
+	}, func() {
+		s.job = nil
+		s.swept = n
+		s.finished = true
+	})
 }
 
 // prepareDirs creates the jobs directory (0711: a job user may traverse
@@ -482,71 +504,67 @@ func (s *Supervisor) prepareDirs() {
 	}
 }
 
-// writeTermination writes the exit reason where the kubelet reads it.
-func (s *Supervisor) writeTermination(m kube.TerminationMessage) {
-	path := s.cfg.TerminationLog
-	if path == "" {
-		return
-	}
-	if _, err := os.Stat(path); err != nil {
-		s.log.Debug("no termination log", "path", path, "error", err)
-		return
-	}
-	if err := kube.WriteTerminationMessage(path, m); err != nil {
-		s.log.Warn("cannot write the termination message", "error", err)
-	}
-}
-
-// deleteSelf deletes the pod through the API server (--self-delete), so
-// the garbage collector removes the Secrets and ConfigMaps it owns.
-func (s *Supervisor) deleteSelf() {
-	if s.cfg.SelfDelete == "never" {
-		return
-	}
-	cfg, err := kube.FromEnv(os.Getenv, s.cfg.ServiceAccountDir)
-	if err != nil {
-		if s.cfg.SelfDelete == "always" || !errors.Is(err, kube.ErrNotInCluster) {
-			s.log.Warn("pod not deleted", "error", err)
-		} else {
-			s.log.Debug("not in a cluster: no self-deletion", "error", err)
+// watchActivity scans for activity once a second until the loop ends, and
+// reports it to the loop.
+func (s *Supervisor) watchActivity() {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var lastInput time.Time
+	var usage idle.UsageTracker
+	for {
+		select {
+		case <-tick.C:
+			if s.active(&lastInput, &usage) {
+				s.post(func() { s.machine.Activity(time.Now()) })
+			}
+		case <-s.stopped:
+			return
 		}
-		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	res, err := cfg.DeleteSelf(ctx, s.log.Named("kube"))
-	if err != nil {
-		s.log.Warn("self-deletion", "result", string(res), "error", err)
-		return
-	}
-	s.log.Info("self-deletion", "result", string(res), "pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name)
 }
 
-// publish stores a lock-free snapshot for probes and status.
+// active tells whether there was activity since the last scan: stdin
+// bytes, or a foreign process (not the idle shell, not warmpod's own
+// clients) that appeared or used CPU or did I/O since. A foreign process
+// that only sleeps (a leaked `kubectl exec` shell, a forgotten `sleep`)
+// counts once, when first seen, so it cannot hold an idle pod up forever.
+func (s *Supervisor) active(lastInput *time.Time, usage *idle.UsageTracker) bool {
+	if in := s.fx.Shell.LastInput(); in.After(*lastInput) {
+		*lastInput = in
+		return true
+	}
+	shell := s.fx.Shell.ShellPID()
+	procs, err := s.fx.Procs.List()
+	if err != nil {
+		return false
+	}
+	clients := s.fx.Procs.Clients(procs)
+	foreign := idle.Foreign(procs, func(p idle.Proc) bool {
+		return p.PID == shell || clients[p.PID]
+	})
+	cur := make(map[int]idle.Usage, len(foreign))
+	for _, p := range foreign {
+		io, _ := s.fx.Procs.IO(p.PID)
+		cur[p.PID] = idle.Usage{Start: p.Start, CPU: p.CPU, IO: io}
+	}
+	return usage.Update(cur)
+}
+
+// publish stores a lock-free snapshot for probes and status (loop only).
 func (s *Supervisor) publish(now time.Time) {
-	s.mu.Lock()
 	st := s.machine.Snapshot(now)
-	ready := s.machine.Ready(now, s.cfg.ReadyMargin)
-	s.mu.Unlock()
 	var dl time.Time
 	if st.IdleDeadline != nil {
 		dl = *st.IdleDeadline
 	}
-	s.snap.Store(&snapshot{status: st, ready: ready, at: now, dl: dl})
-}
-
-func (s *Supervisor) kick() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.snap.Store(&snapshot{status: st, dl: dl})
 }
 
 // State returns "idle", "busy" or "draining".
 func (s *Supervisor) State() string { return s.snap.Load().status.State }
 
-// Live is the liveness check of the main loop: it fails when the loop has
-// not turned for 5 s (it turns at least once a second).
+// Live is the liveness check of the loop: it fails when the loop has not
+// turned for 5 s (it turns at least once a second).
 func (s *Supervisor) Live() error {
 	if age := time.Since(time.Unix(0, s.heartbeat.Load())); age > 5*time.Second {
 		return fmt.Errorf("supervisor loop stalled for %s", age.Round(time.Second))
@@ -557,7 +575,7 @@ func (s *Supervisor) Live() error {
 // Reaping is the liveness check of the reaper: it fails when no reap has
 // run for 5 s.
 func (s *Supervisor) Reaping() error {
-	if age := time.Since(s.reaper.LastReap()); age > 5*time.Second {
+	if age := time.Since(s.fx.Children.LastReap()); age > 5*time.Second {
 		return fmt.Errorf("reaper idle for %s", age.Round(time.Second))
 	}
 	return nil
@@ -578,7 +596,7 @@ func (s *Supervisor) Ready() error {
 
 // ShellUp is the readiness check that a shell is running.
 func (s *Supervisor) ShellUp() error {
-	if s.proxy.ShellPID() <= 1 {
+	if s.fx.Shell.ShellPID() <= 1 {
 		return errors.New("no shell")
 	}
 	return nil
@@ -594,102 +612,18 @@ func (s *Supervisor) StatusJSON() []byte {
 		Stdio   string `json:"stdio"`
 		Shell   int    `json:"shell_pid,omitempty"`
 		Orphans uint64 `json:"orphans_reaped"`
-	}{sn.status, s.cfg.Version, string(s.proxy.Mode()), s.proxy.ShellPID(), s.reaper.Orphans()}
+	}{sn.status, s.cfg.Version, string(s.fx.Shell.Mode()), s.fx.Shell.ShellPID(), s.fx.Children.Orphans()}
 	b, _ := json.Marshal(doc)
 	return append(b, '\n')
 }
 
-// Handle serves one control request.
-func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.Request) control.Response {
-	if req.Job != "" && strings.HasPrefix(req.Op, "job.") && req.Op != control.OpJobStart {
-		// A call for a named job is for that job only, and it is a
-		// heartbeat for its lease.
-		if err := s.Renew(req.Job); err != nil {
-			code := control.ExitUnavailable
-			if errors.Is(err, idle.ErrWrongJob) {
-				code = control.ExitTempFail
-			}
-			return control.Response{Code: code, Error: fmt.Sprintf("job %q: %v", req.Job, err)}
-		}
-	}
-	switch req.Op {
-	case control.OpJobStart:
-		return s.StartJob(req.Spec)
-	case control.OpJobEnd:
-		return s.EndJob(req.Job, peer.PID)
-	case control.OpJobEnv:
-		return s.JobEnv()
-	case control.OpJobStage:
-		return s.StartStage(req.Job, req.Stage, req.Argv, req.Dir, req.SHA256)
-	case control.OpJobStatus:
-		return s.JobStatus(req.Stage)
-	case control.OpJobWait:
-		d, err := parseDuration(req.Duration, time.Hour)
-		if err != nil {
-			return control.Response{Code: control.ExitUsage, Error: err.Error()}
-		}
-		return s.WaitStage(req.Stage, d)
-	case control.OpJobCancel:
-		d, err := parseDuration(req.Duration, s.cfg.Grace)
-		if err != nil {
-			return control.Response{Code: control.ExitUsage, Error: err.Error()}
-		}
-		if req.Stage != "" {
-			return s.CancelStage(req.Job, req.Stage, peer.PID, d)
-		}
-		return s.CancelJob(req.Job, peer.PID, d)
-	case control.OpJobPut:
-		return s.StartPut(req.Job, peer, req.Path)
-	case control.OpJobRenew:
-		if err := s.Renew(req.Job); err != nil {
-			code := control.ExitUnavailable
-			if errors.Is(err, idle.ErrWrongJob) {
-				code = control.ExitTempFail
-			}
-			return control.Response{Code: code, Error: err.Error()}
-		}
-		return control.Response{OK: true, Job: req.Job, State: s.State()}
-	case control.OpStall:
-		if !s.cfg.TestHooks {
-			return control.Response{Code: control.ExitUsage, Error: "test hooks are off (WARMPOD_TEST_HOOKS=1)"}
-		}
-		d, err := parseDuration(req.Duration, time.Minute)
-		if err != nil {
-			return control.Response{Code: control.ExitUsage, Error: err.Error()}
-		}
-		select {
-		case s.stall <- d:
-		default:
-		}
-		return control.Response{OK: true}
-	case control.OpStatus:
-		return control.Response{OK: true, State: s.State(), Status: s.StatusJSON()}
-	case control.OpProbe:
-		var err error
-		switch req.Probe {
-		case "live":
-			err = errors.Join(s.Live(), s.Reaping())
-		case "ready":
-			err = errors.Join(s.Ready(), s.ShellUp())
-		default:
-			return control.Response{Code: control.ExitUsage, Error: "probe: want live or ready"}
-		}
-		if err != nil {
-			return control.Response{Code: 1, Error: err.Error(), State: s.State()}
-		}
-		return control.Response{OK: true, State: s.State()}
-	}
-	return control.Response{Code: control.ExitUsage, Error: fmt.Sprintf("unknown operation %q", req.Op)}
-}
-
-// parseDuration parses a Go duration, def when empty. Errors name the value.
-func parseDuration(v string, def time.Duration) (time.Duration, error) {
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("duration %q: want a Go duration such as 30s", v)
-	}
-	return d, nil
+// Stall holds the loop for d (test hook, debug.stall): probes must see it.
+// ErrExiting when the loop has ended.
+func (s *Supervisor) Stall(d time.Duration) error {
+	_, err := call(s, false, func(reply func(struct{}, error)) {
+		s.log.Warn("test hook: stalling the main loop", "for", d)
+		reply(struct{}{}, nil)
+		time.Sleep(d)
+	})
+	return err
 }

@@ -6,12 +6,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"net"
 	"os"
+	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -57,18 +60,6 @@ func run(args []string) int {
 	return pid1(args)
 }
 
-type pid1Flags struct {
-	idleTimeout, grace, readyMargin time.Duration
-	probeAddr, socket, stdio        string
-	tokenEnv, jobsDir               string
-	logLevel, logFormat, logFile    string
-	exitWithCommand                 bool
-	maxJobs                         int
-	configHash, jobUser, idleStdin  string
-	terminationLog, selfDelete      string
-	cleanupPaths                    pathList
-}
-
 // pathList is a repeatable flag of path patterns; one value may also hold
 // several separated by ':' (as PATH does), which is how its environment
 // twin carries more than one.
@@ -89,108 +80,171 @@ func (l *pathList) Set(v string) error {
 	return nil
 }
 
-func pid1(args []string) int {
+// pid1Config is PID 1's whole configuration, from flags and their
+// WARMPOD_* environment twins, validated.
+type pid1Config struct {
+	sup                 supervisor.Config
+	stdio               shellproxy.Mode
+	probeAddr, socket   string
+	logLevel, logFormat string
+	logFile             string
+	terminationLog      string
+	selfDelete          string
+	idleStdin, jobUser  string
+}
+
+// errHelp: -h was asked for; the usage has been printed.
+var errHelp = errors.New("help")
+
+// errPrinted: the flag package has printed the error and the usage.
+var errPrinted = errors.New("bad flags")
+
+// parseConfig parses PID 1's flags (then the WARMPOD_* environment, which
+// fills what no flag set) into a validated configuration. Errors name the
+// flag; errHelp after -h.
+func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1Config, error) {
 	fs := flag.NewFlagSet("warmpod", flag.ContinueOnError)
-	var f pid1Flags
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", 10*time.Minute, "drain and exit after this long without activity (0 = never)")
-	fs.DurationVar(&f.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL for the job's processes and at shutdown (keep below terminationGracePeriodSeconds)")
-	fs.DurationVar(&f.readyMargin, "ready-margin", 10*time.Second, "readiness turns false this long before the idle deadline (capped at half the idle timeout)")
-	fs.StringVar(&f.probeAddr, "probe-addr", ":9898", "address of the HTTP probe server (empty = off)")
-	fs.StringVar(&f.socket, "control-socket", defaultSocket, "unix socket for job, probe and status clients")
-	fs.StringVar(&f.stdio, "stdio", "auto", "stdio mode: auto, pipe, inherit or pty")
-	fs.StringVar(&f.tokenEnv, "token-env", "CI_JOB_TOKEN", "environment variable that carries the job token")
-	fs.StringVar(&f.jobsDir, "jobs-dir", "/run/warmpod/jobs", "directory (tmpfs) for per-job file variables")
-	fs.StringVar(&f.logLevel, "log-level", "info", "trace, debug, info, warn, error or off")
-	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
-	fs.StringVar(&f.logFile, "log-file", "", "append logs to this file instead of stderr")
-	fs.BoolVar(&f.exitWithCommand, "exit-with-command", false, "plain init: no respawn, exit with the command's status")
-	fs.IntVar(&f.maxJobs, "max-jobs", 1, "drain after this many jobs (1: single-use pre-warmed pod; 0 = unlimited, pinned to the first job's scope)")
-	fs.StringVar(&f.configHash, "config-hash", "", "refuse jobs whose config_hash differs (set from a pod annotation through the downward API)")
-	fs.StringVar(&f.jobUser, "job-user", "", "run shells and stages as UID[:GID] (PID 1 stays root)")
-	fs.StringVar(&f.terminationLog, "termination-log", "/dev/termination-log", "file for the one-line JSON exit reason (the pod's terminationMessagePath; written only if it exists)")
-	fs.StringVar(&f.selfDelete, "self-delete", "auto", "delete the pod after an idle or max-jobs exit: auto (when the downward API env and a token are present), always, never")
-	fs.Var(&f.cleanupPaths, "cleanup-path", "directory pattern (absolute, globs allowed; repeat, or separate with ':') whose contents are removed whenever a job ends, for every job; a job spec's cleanup_paths adds to it")
-	fs.StringVar(&f.idleStdin, "stdin-when-idle", "forward", "stdin while no job holds the lease: forward (to the idle shell) or ignore (drop, count)")
+	fs.SetOutput(out)
+	var c pid1Config
+	var cleanupPaths pathList
+	var stdio string
+	sc := &c.sup
+	fs.DurationVar(&sc.IdleTimeout, "idle-timeout", 10*time.Minute, "drain and exit after this long without activity (0 = never)")
+	fs.DurationVar(&sc.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL for the job's processes and at shutdown (keep below terminationGracePeriodSeconds)")
+	fs.DurationVar(&sc.ReadyMargin, "ready-margin", 10*time.Second, "readiness turns false this long before the idle deadline (capped at half the idle timeout)")
+	fs.StringVar(&c.probeAddr, "probe-addr", ":9898", "address of the HTTP probe server (empty = off)")
+	fs.StringVar(&c.socket, "control-socket", defaultSocket, "unix socket for job, probe and status clients")
+	fs.StringVar(&stdio, "stdio", "auto", "stdio mode: auto, pipe, inherit or pty")
+	fs.StringVar(&sc.TokenEnv, "token-env", "CI_JOB_TOKEN", "environment variable that carries the job token")
+	fs.StringVar(&sc.JobsDir, "jobs-dir", "/run/warmpod/jobs", "directory (tmpfs) for per-job file variables")
+	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn, error or off")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&c.logFile, "log-file", "", "append logs to this file instead of stderr")
+	fs.BoolVar(&sc.ExitWithCommand, "exit-with-command", false, "plain init: no respawn, exit with the command's status")
+	fs.IntVar(&sc.MaxJobs, "max-jobs", 1, "drain after this many jobs (1: single-use pre-warmed pod; 0 = unlimited, pinned to the first job's scope)")
+	fs.StringVar(&sc.ConfigHash, "config-hash", "", "refuse jobs whose config_hash differs (set from a pod annotation through the downward API)")
+	fs.StringVar(&c.jobUser, "job-user", "", "run shells and stages as UID[:GID] (PID 1 stays root)")
+	fs.StringVar(&c.terminationLog, "termination-log", "/dev/termination-log", "file for the one-line JSON exit reason (the pod's terminationMessagePath; written only if it exists)")
+	fs.StringVar(&c.selfDelete, "self-delete", "auto", "delete the pod after an idle or max-jobs exit: auto (when the downward API env and a token are present), always, never")
+	fs.Var(&cleanupPaths, "cleanup-path", "directory pattern (absolute, globs allowed; repeat, or separate with ':') whose contents are removed whenever a job ends, for every job; a job spec's cleanup_paths adds to it")
+	fs.StringVar(&c.idleStdin, "stdin-when-idle", "forward", "stdin while no job holds the lease: forward (to the idle shell) or ignore (drop, count)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]       PID 1 (default command /bin/sh)\n       warmpod job start|run|logs|status|wait|cancel|put|env|end ...   (warmpod job -h)\n       warmpod probe live|ready | status | version | install DIR\n\nflags (each also as WARMPOD_<NAME>):\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
-			return 0
+			return c, errHelp
 		}
-		return control.ExitUsage
+		return c, errPrinted
 	}
 	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
+		return c, err
+	}
+	var err error
+	if c.stdio, err = shellproxy.ParseMode(stdio); err != nil {
+		return c, err
+	}
+	if c.idleStdin != "forward" && c.idleStdin != "ignore" {
+		return c, fmt.Errorf("--stdin-when-idle %q: want forward or ignore", c.idleStdin)
+	}
+	if c.selfDelete != "auto" && c.selfDelete != "always" && c.selfDelete != "never" {
+		return c, fmt.Errorf("--self-delete %q: want auto, always or never", c.selfDelete)
+	}
+	if sc.JobUser, err = parseUser(c.jobUser); err != nil {
+		return c, fmt.Errorf("--job-user: %w", err)
+	}
+	if sc.MaxJobs < 0 {
+		return c, errors.New("--max-jobs must not be negative")
+	}
+	if sc.IdleTimeout < 0 || sc.Grace < 0 || sc.ReadyMargin < 0 {
+		return c, errors.New("durations must not be negative")
+	}
+	sc.Command = fs.Args()
+	if len(sc.Command) == 0 {
+		sc.Command = []string{"/bin/sh"}
+	}
+	sc.ReadyMargin = min(sc.ReadyMargin, sc.IdleTimeout/2)
+	sc.IgnoreIdleStdin = c.idleStdin == "ignore"
+	sc.CleanupPaths = cleanupPaths
+	sc.RuntimeDir = filepath.Dir(c.socket)
+	sc.TestHooks = getenv("WARMPOD_TEST_HOOKS") == "1"
+	sc.Version = version
+	return c, nil
+}
+
+func pid1(args []string) int {
+	c, err := parseConfig(args, os.Getenv, os.Stderr)
+	switch {
+	case err == errHelp:
+		return 0
+	case err == errPrinted:
+		return control.ExitUsage
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "warmpod:", err)
 		return control.ExitUsage
 	}
-	mode, err := shellproxy.ParseMode(f.stdio)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod:", err)
-		return control.ExitUsage
-	}
-	if f.idleStdin != "forward" && f.idleStdin != "ignore" {
-		fmt.Fprintf(os.Stderr, "warmpod: --stdin-when-idle %q: want forward or ignore\n", f.idleStdin)
-		return control.ExitUsage
-	}
-	if f.selfDelete != "auto" && f.selfDelete != "always" && f.selfDelete != "never" {
-		fmt.Fprintf(os.Stderr, "warmpod: --self-delete %q: want auto, always or never\n", f.selfDelete)
-		return control.ExitUsage
-	}
-	jobUser, err := parseUser(f.jobUser)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod: --job-user:", err)
-		return control.ExitUsage
-	}
-	if f.maxJobs < 0 {
-		fmt.Fprintln(os.Stderr, "warmpod: --max-jobs must not be negative")
-		return control.ExitUsage
-	}
-	if f.idleTimeout < 0 || f.grace < 0 || f.readyMargin < 0 {
-		fmt.Fprintln(os.Stderr, "warmpod: durations must not be negative")
-		return control.ExitUsage
-	}
-	command := fs.Args()
-	if len(command) == 0 {
-		command = []string{"/bin/sh"}
-	}
-	log, closeLog, err := newLogger(f.logLevel, f.logFormat, f.logFile)
+	log, closeLog, err := newLogger(c.logLevel, c.logFormat, c.logFile)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod:", err)
 		return control.ExitUsage
 	}
 	defer closeLog()
 	harden(log)
-
 	// Bind the probe port first: the kubelet may probe as soon as the
 	// container starts, and a refused connection is a failed probe.
 	var probeLn net.Listener
-	if f.probeAddr != "" {
-		if probeLn, err = net.Listen("tcp", f.probeAddr); err != nil {
-			log.Error("probe listener", "addr", f.probeAddr, "error", err)
+	if c.probeAddr != "" {
+		if probeLn, err = net.Listen("tcp", c.probeAddr); err != nil {
+			log.Error("probe listener", "addr", c.probeAddr, "error", err)
 		}
 	}
-	margin := min(f.readyMargin, f.idleTimeout/2)
-	sup, err := supervisor.New(supervisor.Config{
-		Command: command, Stdio: mode, IdleTimeout: f.idleTimeout, Grace: f.grace,
-		ReadyMargin: margin, TokenEnv: f.tokenEnv, JobsDir: f.jobsDir,
-		ExitWithCommand: f.exitWithCommand, Version: version, Log: log,
-		MaxJobs: f.maxJobs, ConfigHash: f.configHash, JobUser: jobUser,
-		IgnoreIdleStdin: f.idleStdin == "ignore", CleanupPaths: f.cleanupPaths,
-		TerminationLog: f.terminationLog, SelfDelete: f.selfDelete,
-		TestHooks: os.Getenv("WARMPOD_TEST_HOOKS") == "1",
-	})
+	sup, err := newSupervisor(c, log)
 	if err != nil {
 		log.Error("cannot start", "error", err)
 		return control.ExitSoftware
 	}
+	return serve(c, sup, probeLn, log)
+}
+
+// newSupervisor builds the supervisor with its real effects: the shell
+// proxy and reaper, /proc, pidfds and the pod's API.
+func newSupervisor(c pid1Config, log hclog.Logger) (*supervisor.Supervisor, error) {
+	reaper := shellproxy.NewReaper()
+	proxy, err := shellproxy.New(shellproxy.Config{
+		Command: c.sup.Command,
+		Mode:    c.stdio,
+		Stdin:   os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Respawn:    !c.sup.ExitWithCommand,
+		Credential: c.sup.JobUser,
+		Reaper:     reaper,
+		Log:        log.Named("shell"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.sup.BaseEnv = os.Environ()
+	fx := supervisor.Effects{
+		Shell:    proxy,
+		Children: reaper,
+		Procs:    supervisor.NewProcTable("/proc"),
+		Writers:  supervisor.Pidfds{},
+		Pod: supervisor.KubePod{
+			TerminationLog: c.terminationLog, SelfDelete: c.selfDelete,
+			Getenv: os.Getenv, Log: log,
+		},
+	}
+	return supervisor.New(c.sup, fx, log), nil
+}
+
+// serve runs the control socket and the probe server beside the
+// supervisor until it returns PID 1's exit status.
+func serve(c pid1Config, sup *supervisor.Supervisor, probeLn net.Listener, log hclog.Logger) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-
-	srv, err := control.Listen(f.socket, sup.Handle, log.Named("control"))
+	srv, err := control.Listen(c.socket, sup.Handle, log.Named("control"))
 	if err != nil {
-		log.Error("control socket unavailable: job hand-over disabled", "path", f.socket, "error", err)
+		log.Error("control socket unavailable: job hand-over disabled", "path", c.socket, "error", err)
 	} else {
 		go func() { _ = srv.Serve(ctx) }()
 		defer srv.Close()
@@ -204,11 +258,32 @@ func pid1(args []string) int {
 		h := probe.NewHandler(live, ready, sup.StatusJSON, log.Named("probe"))
 		go func() {
 			if err := probe.ServeListener(ctx, probeLn, h, log.Named("probe")); err != nil {
-				log.Error("probe server stopped", "addr", f.probeAddr, "error", err)
+				log.Error("probe server stopped", "addr", c.probeAddr, "error", err)
 			}
 		}()
 	}
-	return sup.Run(ctx)
+	sigs := initProcess(log)
+	defer signal.Stop(sigs)
+	return sup.Run(ctx, sigs)
+}
+
+// initProcess makes this process an init: a child subreaper when it is not
+// PID 1 (so orphans are still reaped), inherited ignored signals reset for
+// its children, and every signal delivered to the returned channel.
+func initProcess(log hclog.Logger) chan os.Signal {
+	if os.Getpid() != 1 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			log.Warn("not PID 1 and cannot become a child subreaper: orphans will not be reaped", "error", err)
+		} else {
+			log.Info("not PID 1: running as child subreaper", "pid", os.Getpid())
+		}
+	}
+	if caught := shellproxy.CatchIgnoredSignals(); len(caught) > 0 {
+		log.Debug("inherited ignored signals reset for children", "signals", fmt.Sprint(caught))
+	}
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs)
+	return sigs
 }
 
 // harden applies the process-level protections of PID 1: no inherited fd

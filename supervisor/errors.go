@@ -1,0 +1,75 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/idle"
+)
+
+// The supervisor's error kinds. Every error its operations return wraps
+// exactly one of these (or one of idle's), keeps its own message, and is
+// mapped to an exit code in one place, ExitCode, at the control boundary.
+var (
+	// ErrInvalid: the request itself is malformed (a bad spec, stage name,
+	// digest or path); asking again unchanged cannot succeed. Exit 65.
+	ErrInvalid = errors.New("invalid request")
+	// ErrRefused: the pod cannot take the request now or ever for this job
+	// (config hash, scope, replay mismatch, too many writes, a stage still
+	// starting); another pod, or a retry, may. Exit 75.
+	ErrRefused = errors.New("refused")
+	// ErrCancelled: the job was cancelled; only status, logs and end
+	// remain. Exit 69.
+	ErrCancelled = errors.New("job cancelled")
+	// ErrNoStage: the job has no stage of that name. Exit 69.
+	ErrNoStage = errors.New("no such stage")
+	// ErrStillRunning: a wait ended before the stage did. Exit 75.
+	ErrStillRunning = errors.New("still running")
+	// ErrUsage: an operation or argument the control protocol does not
+	// know (or a test hook while hooks are off). Exit 2.
+	ErrUsage = errors.New("usage")
+	// ErrExiting: PID 1 finished its shutdown; nothing more is served.
+	// Exit 69.
+	ErrExiting = errors.New("PID 1 is exiting")
+)
+
+// kindError is an error of one kind with its own message (the message
+// clients print, unchanged from before kinds existed).
+type kindError struct {
+	kind error
+	msg  string
+}
+
+func (e *kindError) Error() string { return e.msg }
+func (e *kindError) Unwrap() error { return e.kind }
+
+// errorf returns an error of kind with a formatted message.
+func errorf(kind error, format string, args ...any) error {
+	return &kindError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// ExitCode maps an error of the supervisor to the exit code its client
+// reports (sysexits.h, as documented in the README): 0 for nil, 65 for
+// ErrInvalid, 2 for ErrUsage, 75 for a refusal worth retrying elsewhere or
+// later (idle.ErrBusy, idle.ErrWrongJob, ErrRefused, ErrStillRunning), 69
+// when the thing asked for is not there (idle.ErrNoJob, idle.ErrDraining,
+// ErrCancelled, ErrNoStage, ErrExiting), 70 for anything else (an internal
+// failure: the job could not be started, a file could not be opened).
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrInvalid):
+		return control.ExitDataErr
+	case errors.Is(err, ErrUsage):
+		return control.ExitUsage
+	case errors.Is(err, idle.ErrBusy), errors.Is(err, idle.ErrWrongJob),
+		errors.Is(err, ErrRefused), errors.Is(err, ErrStillRunning):
+		return control.ExitTempFail
+	case errors.Is(err, idle.ErrNoJob), errors.Is(err, idle.ErrDraining),
+		errors.Is(err, ErrCancelled), errors.Is(err, ErrNoStage), errors.Is(err, ErrExiting):
+		return control.ExitUnavailable
+	}
+	return control.ExitSoftware
+}

@@ -1,0 +1,457 @@
+package supervisor
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/idle"
+	"golang.org/x/sys/unix"
+)
+
+// These tests drive the real Run loop on a fake world (fakes_test.go) in
+// a synctest bubble: time is synthetic, so a 10-minute idle deadline or a
+// 10 s grace period takes no wall time, and "at 10 s" is exact.
+
+func spec(id string, extra ...string) []byte {
+	s := fmt.Sprintf(`{"id":%q,"nonce":"n-%s","token":"tok-%s","variables":[{"key":"A","value":"1"}]`, id, id, id)
+	for _, e := range extra {
+		s += "," + e
+	}
+	return []byte(s + "}")
+}
+
+func (p *pod) state() string { return p.s.State() }
+
+// stop ends the pod with SIGTERM and returns its exit status.
+func (p *pod) stop() int {
+	p.sigs <- unix.SIGTERM
+	return p.exitCode()
+}
+
+func hasEnv(env []string, kv string) bool { return slices.Contains(env, kv) }
+
+func TestJobStartAndEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{IdleTimeout: time.Hour, Grace: 10 * time.Second})
+		synctest.Wait()
+		idleShell := p.w.ShellPID()
+		require.Equal(t, "idle", p.state())
+		require.NoError(t, p.s.Ready())
+
+		r, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		assert.Equal(t, "a", r.ID)
+		assert.Equal(t, "busy", p.state())
+		assert.Error(t, p.s.Ready(), "a busy pod is not ready")
+		env := (*fakeShell)(p.w).env()
+		assert.True(t, hasEnv(env, "CI_JOB_TOKEN=tok-a"), "the job shell holds the token: %v", env)
+		assert.True(t, hasEnv(env, "A=1"))
+		assert.False(t, p.w.alive(idleShell), "the idle shell was replaced")
+
+		// A second job is refused with 75 while the first holds the lease.
+		_, err = p.s.StartJob(spec("b"))
+		require.ErrorIs(t, err, idle.ErrBusy)
+		assert.Equal(t, control.ExitTempFail, ExitCode(err))
+
+		// Job code: a daemon that left the shell's group.
+		daemon := p.w.spawn(1, 0, "daemon")
+		info, err := p.s.JobEnv()
+		require.NoError(t, err)
+		assert.Contains(t, info.Env, "CI_JOB_TOKEN=tok-a")
+
+		_, err = p.s.EndJob("b", 0)
+		require.ErrorIs(t, err, idle.ErrWrongJob)
+		_, err = p.s.EndJob("a", 0)
+		require.NoError(t, err)
+		assert.False(t, p.w.alive(daemon), "job end kills every job process")
+		assert.Equal(t, "idle", p.state())
+		env = (*fakeShell)(p.w).env()
+		assert.False(t, hasEnv(env, "CI_JOB_TOKEN=tok-a"), "the idle shell has no token")
+		_, err = os.Stat(filepath.Join(p.cfg.JobsDir, "a"))
+		assert.ErrorIs(t, err, os.ErrNotExist, "the job directory is gone")
+		_, err = p.s.JobEnv()
+		assert.ErrorIs(t, err, idle.ErrNoJob)
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+func TestIdleDeadlineDrainsAndDeletesThePod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		p := startPod(t, Config{IdleTimeout: 10 * time.Minute, ReadyMargin: 10 * time.Second, Grace: time.Second})
+		time.Sleep(10*time.Minute - 10*time.Second - time.Nanosecond)
+		require.NoError(t, p.s.Ready())
+		time.Sleep(time.Nanosecond)
+		require.Error(t, p.s.Ready(), "readiness drops ReadyMargin before the deadline")
+		code := p.exitCode()
+		assert.Equal(t, 10*time.Minute, time.Since(start).Truncate(time.Second), "drains at the deadline")
+		assert.Equal(t, 0, code)
+		require.Len(t, p.w.terminated, 1)
+		assert.Equal(t, "idle-timeout", p.w.terminated[0].Reason)
+		assert.Equal(t, 1, p.w.deleted, "an idle pod deletes itself")
+	})
+}
+
+func TestClaimRacesTheIdleDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before time.Duration // claim this long before the deadline
+		ok     bool
+	}{
+		{"1ns before", time.Nanosecond, true},
+		{"at the deadline", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := startPod(t, Config{IdleTimeout: time.Minute, Grace: time.Second})
+				synctest.Wait()
+				time.Sleep(time.Minute - tc.before)
+				_, err := p.s.StartJob(spec("a"))
+				if tc.ok {
+					require.NoError(t, err)
+					assert.Equal(t, "busy", p.state())
+					assert.Equal(t, 143, p.stop())
+					return
+				}
+				// Refused as draining, or as exiting when the drain has
+				// completed already: 69 either way.
+				require.Error(t, err)
+				assert.Equal(t, control.ExitUnavailable, ExitCode(err), "%v", err)
+				assert.Equal(t, 0, p.exitCode())
+			})
+		})
+	}
+}
+
+func TestLeaseTTLExpiryEndsTheJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second, MaxJobs: 0})
+		_, err := p.s.StartJob(spec("a", `"lease_ttl":"3s"`))
+		require.NoError(t, err)
+		child := p.w.spawn(1, 0, "build")
+		time.Sleep(2 * time.Second)
+		require.NoError(t, p.s.Renew("a"))
+		time.Sleep(2 * time.Second)
+		require.Equal(t, "busy", p.state(), "the renewal kept the lease")
+		time.Sleep(time.Second + 10*time.Millisecond)
+		synctest.Wait()
+		assert.Equal(t, "idle", p.state(), "3 s without renewal end the job")
+		assert.False(t, p.w.alive(child))
+		assert.ErrorIs(t, p.s.Renew("a"), idle.ErrNoJob)
+		var st idle.Status
+		require.NoError(t, json.Unmarshal(p.s.StatusJSON(), &st))
+		assert.Equal(t, 1, st.JobsRun)
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+func TestJobTimeoutEndsTheJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second, MaxJobs: 0})
+		_, err := p.s.StartJob(spec("a", `"timeout":"1m"`))
+		require.NoError(t, err)
+		time.Sleep(time.Minute - time.Millisecond)
+		require.Equal(t, "busy", p.state())
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Equal(t, "idle", p.state())
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+func TestMaxJobsDrainsAfterTheLastJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second, MaxJobs: 2})
+		for _, id := range []string{"a", "b"} {
+			_, err := p.s.StartJob(spec(id))
+			require.NoError(t, err)
+			_, err = p.s.EndJob(id, 0)
+			require.NoError(t, err)
+		}
+		assert.Equal(t, 0, p.exitCode())
+		require.Len(t, p.w.terminated, 1)
+		assert.Equal(t, "max-jobs", p.w.terminated[0].Reason)
+		assert.Equal(t, 2, p.w.terminated[0].JobsRun)
+		assert.Equal(t, 1, p.w.deleted)
+	})
+}
+
+func TestScopeIsPinnedByTheFirstJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second, MaxJobs: 0})
+		_, err := p.s.StartJob(spec("a", `"scope":"project-1"`))
+		require.NoError(t, err)
+		_, err = p.s.EndJob("", 0)
+		require.NoError(t, err)
+		_, err = p.s.StartJob(spec("b", `"scope":"project-2"`))
+		require.ErrorIs(t, err, ErrRefused)
+		_, err = p.s.StartJob(spec("c", `"scope":"project-1"`))
+		require.NoError(t, err)
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+func TestReplay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		r, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		assert.True(t, r.Replay, "a byte-identical start is a replay")
+		_, err = p.s.StartJob(spec("a", `"timeout":"5m"`))
+		require.ErrorIs(t, err, ErrRefused, "same id and nonce, other bytes")
+		_, err = p.s.StartJob([]byte(`{"id":"../x"}`))
+		require.ErrorIs(t, err, ErrInvalid)
+		assert.Equal(t, control.ExitDataErr, ExitCode(err))
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+func TestCancelKeepsTheLeaseUntilEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: 5 * time.Second})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		st, err := p.s.StartStage("a", "build", []string{"/bin/sh", "-c", "sleep 600"}, "", "")
+		require.NoError(t, err)
+		var v stageView
+		require.NoError(t, json.Unmarshal(st.Status, &v))
+		require.True(t, v.Running)
+		p.w.ignoreTERM(v.PID)
+
+		start := time.Now()
+		r, err := p.s.CancelJob("a", 0, 5*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, 5*time.Second, time.Since(start).Truncate(time.Second), "SIGKILL after the grace")
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(v.PID))
+		assert.Contains(t, string(r.Status), `"cancelled":true`)
+		assert.Equal(t, "busy", p.state(), "the job keeps the lease")
+		_, err = p.s.JobEnv()
+		require.ErrorIs(t, err, ErrCancelled)
+		_, err = p.s.StartStage("a", "after", []string{"/bin/true"}, "", "")
+		require.ErrorIs(t, err, ErrCancelled)
+		w, err := p.s.WaitStage("build", time.Second)
+		require.NoError(t, err)
+		assert.Contains(t, string(w.Status), `"signal":"SIGKILL"`)
+		_, err = p.s.EndJob("a", 0)
+		require.NoError(t, err)
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+func TestStageOutcomeAndLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second})
+		r, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		st, err := p.s.StartStage("a", "build", []string{"/bin/sh"}, "", "")
+		require.NoError(t, err)
+		var v stageView
+		require.NoError(t, json.Unmarshal(st.Status, &v))
+		_, err = p.s.StartStage("a", "build", []string{"/bin/sh"}, "", "")
+		require.ErrorIs(t, err, ErrInvalid, "a stage name is used once")
+		_, err = p.s.WaitStage("build", time.Second)
+		require.ErrorIs(t, err, ErrStillRunning)
+		p.w.exit(v.PID, 3)
+		w, err := p.s.WaitStage("build", time.Hour)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(w.Status, &v))
+		require.NotNil(t, v.ExitCode)
+		assert.Equal(t, 3, *v.ExitCode)
+		log, err := os.ReadFile(r.LogPath)
+		require.NoError(t, err)
+		assert.Equal(t, "{\"script\":\"build\"}\n{\"command_exit_code\":3,\"script\":\"build\"}\n", string(log))
+		_, err = p.s.WaitStage("nope", time.Second)
+		require.ErrorIs(t, err, ErrNoStage)
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+// A job end waits out the grace period of a process that ignores SIGTERM
+// in a worker: meanwhile the loop serves renewals, status and probes at
+// once, and a job start waits in line, then runs.
+func TestNoOperationWaitsOnAGracePeriodItDoesNotNeed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: 10 * time.Second, MaxJobs: 0})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		stubborn := p.w.spawn(1, 0, "stubborn")
+		p.w.ignoreTERM(stubborn)
+		ended := make(chan error, 1)
+		start := time.Now()
+		go func() { _, err := p.s.EndJob("a", 0); ended <- err }()
+		started := make(chan time.Duration, 1)
+		time.Sleep(time.Second)
+		go func() {
+			_, err := p.s.StartJob(spec("b"))
+			assert.NoError(t, err)
+			started <- time.Since(start)
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		// 2 s into the 10 s grace: everything else answers now.
+		assert.NoError(t, p.s.Live())
+		assert.Equal(t, "busy", p.state())
+		_, err = p.s.JobStatus("")
+		assert.NoError(t, err, "status is served while the job ends")
+		_, err = p.s.JobEnv()
+		assert.ErrorIs(t, err, idle.ErrNoJob, "an ending job's secrets are not handed out")
+		assert.Empty(t, started, "the next start waits for the end")
+		require.NoError(t, <-ended)
+		assert.Equal(t, 10*time.Second, time.Since(start).Truncate(time.Second))
+		assert.Equal(t, 10*time.Second, (<-started).Truncate(time.Second), "then it runs")
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+func TestSIGTERMReachesEachProcessOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: 10 * time.Second})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		shell := p.w.ShellPID()
+		child := p.w.spawn(shell, shell, "make") // in the shell's group
+		p.w.ignoreTERM(child)
+		daemon := p.w.spawn(1, 0, "daemon") // left the group
+		start := time.Now()
+		code := p.stop()
+		assert.Equal(t, 143, code)
+		assert.Equal(t, 10*time.Second, time.Since(start).Truncate(time.Second))
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(child), "one TERM (forwarded), KILL after the grace")
+		assert.Equal(t, []unix.Signal{unix.SIGTERM}, p.w.signalsTo(daemon), "the shutdown sweep TERMs the rest")
+		require.Len(t, p.w.terminated, 1)
+		assert.Equal(t, "sigterm", p.w.terminated[0].Reason)
+		assert.Equal(t, "a", p.w.terminated[0].Job)
+		assert.Zero(t, p.w.deleted, "a SIGTERMed pod is being deleted already")
+		_, err = os.Stat(filepath.Join(p.cfg.JobsDir, "a"))
+		assert.ErrorIs(t, err, os.ErrNotExist, "the job's files are wiped at shutdown")
+		_, err = p.s.StartJob(spec("b"))
+		assert.ErrorIs(t, err, ErrExiting)
+	})
+}
+
+// A SIGTERM during a job end is not forwarded: the sweep has TERMed the
+// shell's group already; the shutdown follows the end.
+func TestSIGTERMDuringJobEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: 10 * time.Second})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		shell := p.w.ShellPID()
+		p.w.ignoreTERM(shell)
+		go func() { _, _ = p.s.EndJob("a", 0) }()
+		time.Sleep(time.Second)
+		p.sigs <- unix.SIGTERM
+		assert.Equal(t, 143, p.exitCode())
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(shell))
+	})
+}
+
+func TestSignalForwarding(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second})
+		synctest.Wait()
+		shell := p.w.ShellPID()
+		rt := unix.Signal(34 + 3) // SIGRTMIN+3 (glibc reserves 32 and 33)
+		for _, sig := range []unix.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGUSR1, unix.SIGPWR, unix.SIGXCPU, rt,
+			unix.SIGPIPE, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU, unix.SIGURG, unix.SIGSEGV, unix.SIGCHLD, unix.SIGWINCH} {
+			p.sigs <- sig
+		}
+		synctest.Wait()
+		assert.Equal(t, []unix.Signal{unix.SIGHUP, unix.SIGINT, unix.SIGUSR1, unix.SIGPWR, unix.SIGXCPU, rt, unix.SIGWINCH}, p.w.signalsTo(shell))
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+func TestPutWriterDiesWithItsJob(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second, MaxJobs: 0})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		writer := p.w.spawn(0, 0, "warmpod")
+		p.w.clients[writer] = true // an executor's client: job end spares it...
+		tmp := filepath.Join(t.TempDir(), ".out.tmp-0123456789abcdef")
+		_, err = p.s.StartPut("a", writer, tmp)
+		require.NoError(t, err)
+		_, err = p.s.StartPut("a", writer, "/tmp/out")
+		require.ErrorIs(t, err, ErrInvalid)
+		_, err = p.s.EndJob("a", 0)
+		require.NoError(t, err)
+		assert.False(t, p.w.alive(writer), "...but not when it writes for the job")
+		assert.Equal(t, []unix.Signal{unix.SIGKILL}, p.w.signalsTo(writer))
+		_, err = p.s.StartPut("a", writer, tmp)
+		require.ErrorIs(t, err, idle.ErrNoJob)
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+func TestContextCancelDrains(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second})
+		synctest.Wait()
+		p.sigs <- unix.SIGUSR1
+		p.w.exited <- shellExit(7)
+		assert.Equal(t, 7, p.exitCode(), "command-exited: the command's status")
+		assert.Equal(t, "command-exited", p.w.terminated[0].Reason)
+	})
+}
+
+func TestExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{errorf(ErrInvalid, "x"), control.ExitDataErr},
+		{errorf(ErrUsage, "x"), control.ExitUsage},
+		{idle.ErrBusy, control.ExitTempFail},
+		{fmt.Errorf("job %q: %w", "a", idle.ErrWrongJob), control.ExitTempFail},
+		{errorf(ErrRefused, "x"), control.ExitTempFail},
+		{errorf(ErrStillRunning, "x"), control.ExitTempFail},
+		{idle.ErrNoJob, control.ExitUnavailable},
+		{idle.ErrDraining, control.ExitUnavailable},
+		{errorf(ErrCancelled, "x"), control.ExitUnavailable},
+		{errorf(ErrNoStage, "x"), control.ExitUnavailable},
+		{errorf(ErrExiting, "x"), control.ExitUnavailable},
+		{errors.New("disk on fire"), control.ExitSoftware},
+	} {
+		assert.Equal(t, tc.want, ExitCode(tc.err), "%v", tc.err)
+	}
+}
+
+// Once the drain has begun, a client's job operation is refused at once
+// (69) instead of waiting through the shutdown's grace period, whether it
+// was waiting in line or comes later.
+func TestOperationsDuringTheDrainAreRefusedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: 10 * time.Second, MaxJobs: 0})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		p.w.ignoreTERM(p.w.spawn(1, 0, "stubborn"))
+		go func() { _, _ = p.s.EndJob("a", 0) }()
+		time.Sleep(time.Second)
+		staged := make(chan error, 1)
+		go func() { _, err := p.s.StartStage("a", "late", []string{"/bin/sh"}, "", ""); staged <- err }()
+		synctest.Wait()
+		require.Empty(t, staged, "waits in line behind the job end")
+		start := time.Now()
+		p.sigs <- unix.SIGTERM
+		err = <-staged
+		require.ErrorIs(t, err, idle.ErrDraining)
+		_, err = p.s.StartJob(spec("b"))
+		require.ErrorIs(t, err, idle.ErrDraining)
+		assert.Zero(t, time.Since(start), "answered without waiting")
+		assert.Equal(t, 143, p.exitCode())
+	})
+}
