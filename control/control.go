@@ -23,9 +23,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Exit codes of the CLI, from sysexits(3) (DESIGN.md §3).
+// Exit codes of the CLI, from sysexits(3): an executor script can tell "retry
+// on another pod" (75) from "this pod cannot" (69) and "your input is bad"
+// (65) without parsing messages.
 const (
-	ExitOK          = 0   // success
 	ExitUsage       = 2   // bad command line
 	ExitDataErr     = 65  // EX_DATAERR: bad job spec or bad input
 	ExitUnavailable = 69  // EX_UNAVAILABLE: no job, draining, or PID 1 not reachable
@@ -172,23 +173,43 @@ func Listen(path string, h Handler, log hclog.Logger) (*Server, error) {
 		}
 		_ = os.Remove(path)
 	}
-	old := unix.Umask(0o177)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	unix.Umask(old)
+	ln, err := listenPrivate(path)
 	if err != nil {
-		return nil, err
-	}
-	ln.SetUnlinkOnClose(true)
-	if err := os.Chmod(path, 0o600); err != nil {
-		_ = ln.Close()
 		return nil, err
 	}
 	return &Server{path: path, ln: ln, handler: h, log: log, uid: os.Geteuid(),
 		conns: make(chan struct{}, MaxConns), slots: make(chan struct{}, MaxConcurrent)}, nil
 }
 
-// Path returns the socket path.
-func (s *Server) Path() string { return s.path }
+// listenPrivate binds a unix socket at path with mode 0600 from its
+// first instant, without touching the process-wide umask (other
+// goroutines may be creating files meanwhile): it binds in a fresh 0700
+// directory next to path, where nobody else can reach it, sets the mode,
+// and renames it into place.
+func listenPrivate(path string) (*net.UnixListener, error) {
+	tmp, err := os.MkdirTemp(filepath.Dir(path), ".listen-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	bound := filepath.Join(tmp, "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: bound, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	// The listener would unlink its bound name, which is gone after the
+	// rename; Server.Close removes path instead.
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(bound, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	if err := os.Rename(bound, path); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
 
 // Serve accepts connections until Close. It returns nil after Close.
 func (s *Server) Serve(ctx context.Context) error {
@@ -226,6 +247,7 @@ func (s *Server) Serve(ctx context.Context) error {
 // flight.
 func (s *Server) Close() error {
 	err := s.ln.Close()
+	_ = os.Remove(s.path)
 	s.wg.Wait()
 	return err
 }
@@ -346,8 +368,13 @@ func writeResponse(c net.Conn, r Response) {
 	clear(b)
 }
 
-// readLine reads up to and including '\n' (which is stripped), refusing
-// lines longer than limit.
+// ReadLine reads one line up to and including '\n' (which is stripped), or
+// a last line that ends at EOF, holding at most limit bytes. Errors: "line
+// longer than limit bytes"; io.EOF when nothing came before EOF; those of
+// r.
+func ReadLine(r *bufio.Reader, limit int) ([]byte, error) { return readLine(r, limit, nil) }
+
+// readLine is ReadLine with a budget.
 // With reserve set, every growth of the line past freeLine bytes is
 // reserved from it first (and given back on error; on success the caller
 // gives back budgeted(cap(line))); errBudget when it refuses.

@@ -9,7 +9,7 @@
 // breaks it starts a new reader at the last byte offset it saw. [Read]
 // implements the reader side and follows the protocol of
 // `gitlab-runner-helper read-logs` (commands/helpers/read_logs.go in
-// gitlab-runner; summarised in shared/research/gitlab-executor.md §2.4):
+// gitlab-runner, whose Kubernetes executor parses these records):
 //
 //   - every output record is "<offset> <line>\n", where <offset> is the
 //     decimal file position just after the bytes that record consumed;

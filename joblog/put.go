@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/warmpod/warmpod/internal/durable"
 	"io"
 	"os"
 	"path/filepath"
@@ -225,7 +226,7 @@ func Put(path string, r io.Reader, size int64, sha256Hex string, opt PutOptions)
 		return err
 	}
 	renamed = true
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 // copyExact copies exactly size bytes from r to f and h, then checks that
@@ -265,17 +266,4 @@ func copyExact(f *os.File, h io.Writer, r io.Reader, size int64) error {
 		}
 	}
 	return nil
-}
-
-// syncDir fsyncs directory dir so that a rename in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close()
-		return err
-	}
-	return d.Close()
 }

@@ -17,8 +17,8 @@ import (
 // ErrGone reports that the log file disappeared while it was being read:
 // path was deleted, or now names another file (another inode or device, e.g.
 // a new file renamed over it). The CLI exits 100 on it, like read-logs'
-// outputLogFileNotExistsExitCode; the executor then restarts from offset 0
-// (research doc §2.4).
+// outputLogFileNotExistsExitCode; gitlab-runner's Kubernetes executor then
+// restarts from offset 0.
 var ErrGone = errors.New("joblog: log file is gone")
 
 // ErrNotFound reports that the log file did not exist and did not appear

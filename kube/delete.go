@@ -58,8 +58,9 @@ const (
 // backoff[i] is the wait before try i+2 (try 1 starts at once).
 var backoff = [...]time.Duration{1 * time.Second, 3 * time.Second}
 
-// DeleteSelf deletes the pod c.Pod through the API server at c.Host, as
-// DESIGN.md §7 and kubernetes-contract.md §6.3 require:
+// DeleteSelf deletes the pod c.Pod through the API server at c.Host, with
+// the pod's UID as a precondition so a new pod of the same name (a
+// StatefulSet's, or a recreated one) is never deleted by mistake:
 //
 //	DELETE {Host}/api/v1/namespaces/{ns}/pods/{name}
 //	Content-Type: application/json, Accept: application/json,

@@ -3,12 +3,11 @@
 // self-deletion of the pod through the API server, and the termination
 // message the kubelet shows in the container status.
 //
-// It uses net/http only (no client-go). The rules it follows are written down
-// in DESIGN.md §7 and in research/kubernetes-contract.md §3 and §6.3, which
-// cite the Kubernetes sources they come from: client-go's InClusterConfig
-// (rest/config.go) for the host, token and CA; the DeleteOptions API
-// reference for the request; Preconditions.Check (apiserver storage) for the
-// 409 on a UID mismatch.
+// It uses net/http only (no client-go: PID 1 stays small and static, and
+// makes exactly one API call). The rules it follows come from the Kubernetes
+// sources: client-go's InClusterConfig (rest/config.go) for the host, token
+// and CA; the DeleteOptions API reference for the request; Preconditions.Check
+// (apiserver storage) for the 409 on a UID mismatch.
 package kube
 
 import (

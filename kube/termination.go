@@ -11,7 +11,7 @@ import (
 
 // MaxTerminationMessage is the most the kubelet keeps of a container's
 // termination message, in bytes (kubelet: "message truncated by the node above
-// 4096 bytes"; kubernetes-contract.md §1.7). WriteTerminationMessage never
+// 4096 bytes", pkg/kubelet/kuberuntime). WriteTerminationMessage never
 // writes more, newline included.
 const MaxTerminationMessage = 4096
 

@@ -166,20 +166,11 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// Serve listens on addr (":9898" listens on every address: the kubelet
-// probes the pod IP, so 127.0.0.1 alone would fail every probe) and serves
-// h until ctx is done. Timeouts keep a slow or hostile client from holding
-// a connection: ReadHeaderTimeout 2s, WriteTimeout 5s, 4 KiB of headers.
-// Errors are those of net.Listen; after ctx is done it returns nil.
-func Serve(ctx context.Context, addr string, h http.Handler, log hclog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	return ServeListener(ctx, ln, h, log)
-}
-
-// ServeListener is Serve on an existing listener.
+// ServeListener serves h on ln until ctx is done (bind it to ":9898", every
+// address: the kubelet probes the pod IP, so 127.0.0.1 alone would fail
+// every probe). Timeouts keep a slow or hostile client from holding a
+// connection: ReadHeaderTimeout 2s, WriteTimeout 5s, 4 KiB of headers.
+// After ctx is done it returns nil.
 func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, log hclog.Logger) error {
 	srv := &http.Server{
 		Handler:           h,

@@ -23,7 +23,8 @@ import (
 // Mode selects how the container's stdio reaches the shell.
 type Mode string
 
-// The stdio modes (DESIGN.md §5).
+// The stdio modes: how PID 1's own stdio (the container's, which `kubectl
+// attach` and the runtime hold) reaches the shell.
 const (
 	// ModeAuto is ModePTY when stdin is a terminal, ModePipe otherwise.
 	ModeAuto Mode = "auto"
@@ -82,7 +83,10 @@ type Proxy struct {
 	mode Mode
 	pump *pump
 
-	swapMu  sync.Mutex // serialises spawn/stop of shells
+	// Lock order: swapMu, then mu, then (inside Reaper.Start) the
+	// reaper's and the pump's own; mu is never held while taking swapMu
+	// or across a wait.
+	swapMu  sync.Mutex // serialises spawn/stop of shells; held across a stop's grace period
 	mu      sync.Mutex // guards the fields below
 	cur     *shell
 	env     []string
@@ -93,7 +97,6 @@ type Proxy struct {
 	stopCh chan struct{}
 
 	restoreTerm func()
-	shells      atomic.Uint64
 }
 
 type shell struct {
@@ -348,9 +351,6 @@ func (p *Proxy) SetDiscardInput(discard bool) uint64 {
 	return p.pump.dropped.Swap(0)
 }
 
-// Shells returns how many shells have been started.
-func (p *Proxy) Shells() uint64 { return p.shells.Load() }
-
 // ExecErrorCode maps a fork/exec error to the exit status a shell would
 // report: 127 when the command is not found, 126 when it exists but cannot
 // be executed (POSIX sh "Command Search and Execution").
@@ -416,7 +416,6 @@ func (p *Proxy) spawnLocked() error {
 		return fmt.Errorf("start %s: %w", p.cfg.Command[0], err)
 	}
 	sh.pid, sh.exitCh = pid, exitCh
-	p.shells.Add(1)
 	switch p.mode {
 	case ModePipe:
 		p.pump.attach(sh.w, 0)

@@ -14,7 +14,7 @@ import (
 // shells (Detach, then Attach) never drops a byte: a write interrupted by
 // Detach puts its unwritten remainder back at the front of the queue.
 type pump struct {
-	mu      sync.Mutex
+	mu      sync.Mutex // guards every field below; cond waits on it; a leaf lock
 	cond    *sync.Cond
 	queue   [][]byte
 	target  *os.File
@@ -30,8 +30,7 @@ type pump struct {
 	// target so the shell sees end of input (plain-init mode).
 	closeOnEOF bool
 
-	lastInput  atomic.Int64 // unix nanoseconds of the last byte read
-	bytesIn    atomic.Uint64
+	lastInput  atomic.Int64  // unix nanoseconds of the last byte read
 	dropped    atomic.Uint64 // bytes discarded because no shell would take them
 	discarding atomic.Bool   // drop input instead of queueing it
 }
@@ -67,7 +66,6 @@ func (p *pump) readFrom(src io.Reader) {
 			p.dropped.Add(uint64(n))
 		} else if n > 0 {
 			p.lastInput.Store(time.Now().UnixNano())
-			p.bytesIn.Add(uint64(n))
 			p.mu.Lock()
 			p.queue = append(p.queue, buf[:n:n])
 			p.queued += n

@@ -47,6 +47,9 @@ func (e Exit) Code() int {
 // Reap must be called after every SIGCHLD; a periodic call is cheap
 // insurance against coalesced signals.
 type Reaper struct {
+	// mu guards waiters and is held across each fork in Start, so Reap
+	// (which takes it too) can never collect a child before its waiter is
+	// registered. A leaf lock.
 	mu      sync.Mutex
 	waiters map[int]chan Exit
 
@@ -124,13 +127,6 @@ func (r *Reaper) Orphans() uint64 { return r.orphans.Load() }
 // LastReap returns when Reap last ran; a liveness check uses it to tell
 // that the reaping loop is still turning.
 func (r *Reaper) LastReap() time.Time { return time.Unix(0, r.lastReap.Load()) }
-
-// Pending returns how many started children have not been reaped yet.
-func (r *Reaper) Pending() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.waiters)
-}
 
 // CatchIgnoredSignals makes every signal that warmpod inherited as ignored
 // (SIG_IGN) caught and dropped instead, so that its children start with the

@@ -96,7 +96,6 @@ func TestReaperNeverStealsAWaitersStatus(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return r.Orphans() >= n }, 10*time.Second, 20*time.Millisecond,
 		"orphans reaped: %d", r.Orphans())
-	require.Zero(t, r.Pending())
 }
 
 func TestExitCode(t *testing.T) {

@@ -3,6 +3,7 @@ package tokens
 import (
 	"errors"
 	"fmt"
+	"github.com/warmpod/warmpod/internal/durable"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ func (s *Spec) WriteFiles(dir string) (err error) {
 			return err
 		}
 	}
-	return syncDir(dir)
+	return durable.SyncDir(dir)
 }
 
 // writeSecretFile creates path (which must not exist) with mode 0400 and
@@ -63,19 +64,6 @@ func writeSecretFile(path string, b []byte) error {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// syncDir fsyncs the directory dir, making its entries durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -203,32 +204,11 @@ func readSpecLine(r io.Reader, max int, timeout time.Duration) ([]byte, error) {
 	}
 	ch := make(chan res, 1)
 	go func() {
-		br := bufio.NewReaderSize(r, 64<<10)
-		var out []byte
-		for {
-			chunk, err := br.ReadSlice('\n')
-			out = append(out, chunk...)
-			if len(out) > max+1 {
-				ch <- res{nil, fmt.Errorf("longer than %d bytes", max)}
-				return
-			}
-			if err == nil {
-				ch <- res{out[:len(out)-1], nil}
-				return
-			}
-			if errors.Is(err, bufio.ErrBufferFull) {
-				continue
-			}
-			if errors.Is(err, io.EOF) && len(strings.TrimSpace(string(out))) > 0 {
-				ch <- res{out, nil}
-				return
-			}
-			if errors.Is(err, io.EOF) {
-				err = errors.New("empty input")
-			}
-			ch <- res{nil, err}
-			return
+		b, err := control.ReadLine(bufio.NewReaderSize(r, 64<<10), max)
+		if errors.Is(err, io.EOF) || err == nil && len(bytes.TrimSpace(b)) == 0 {
+			err = errors.New("empty input")
 		}
+		ch <- res{b, err}
 	}()
 	select {
 	case r := <-ch:
@@ -372,11 +352,10 @@ func jobPut(args []string) int {
 		fmt.Fprintf(os.Stderr, "warmpod: --mode %q: want an octal file mode\n", *mode)
 		return control.ExitUsage
 	}
+	// PID 1 refuses a destination among its own files (the socket's
+	// directory, the logs) when this client registers, before anything
+	// is written.
 	dest, _ := filepath.Abs(pos[0])
-	if d := filepath.Dir(filepath.Clean(dest)); d == filepath.Dir(*sock) || strings.HasPrefix(d+"/", filepath.Dir(*sock)+"/logs/") {
-		fmt.Fprintf(os.Stderr, "warmpod: job put: %s is in PID 1's runtime directory\n", dest)
-		return control.ExitDataErr
-	}
 	refused := 0
 	claim := func(tmp string) (int, int, error) {
 		resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobPut, Job: *job, Path: tmp})
