@@ -16,7 +16,7 @@ mkdir -p "$OUT" bin/bench
 command -v perf >/dev/null || { echo "profile: perf missing (apt-get install linux-perf)" >&2; exit 1; }
 "${MAKE:-make}" --no-print-directory build
 for h in orphans sigstamp ptyrelay goinit benchrun; do
-  CGO_ENABLED=0 "$GO" build -trimpath -o "bin/bench/$h" "./bench/cmd/$h"
+  (cd bench && CGO_ENABLED=0 "$GO" build -trimpath -o "../bin/bench/$h" "./cmd/$h")
 done
 # Same code as bin/warmpod, with symbols (perf needs them).
 CGO_ENABLED=0 "$GO" build -trimpath -o bin/bench/warmpod.sym ./cmd/warmpod

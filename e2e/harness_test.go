@@ -18,9 +18,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/warmpod/warmpod/internal/runc"
 	"io"
 	"net"
 	"net/http"
@@ -46,11 +45,11 @@ const (
 )
 
 var (
-	runcPath        string   // absolute path of runc
-	warmpodBin      string   // host path of the warmpod binary ("" if unavailable)
-	warmpodBuildErr error    // why warmpodBin is empty
-	sigcountBin     string   // host path of the sigcount test program ("" if unavailable)
-	busyboxApplets  []string // output of `busybox --list`
+	rt              runc.Runtime // the runc binary
+	runcPath        string       // its absolute path (rt.Path)
+	warmpodBin      string       // host path of the warmpod binary ("" if unavailable)
+	warmpodBuildErr error        // why warmpodBin is empty
+	sigcountBin     string       // host path of the sigcount test program ("" if unavailable)
 	verbose         = os.Getenv("WARMPOD_E2E_VERBOSE") == "1"
 )
 
@@ -63,33 +62,15 @@ func testMain(m *testing.M) int {
 		fmt.Println("e2e: skipping: must run as root (runc needs it)")
 		return 0
 	}
-	p, err := exec.LookPath("runc")
-	if err != nil {
-		for _, cand := range []string{"/usr/sbin/runc", "/usr/bin/runc", "/usr/local/sbin/runc"} {
-			if _, e := os.Stat(cand); e == nil {
-				p, err = cand, nil
-				break
-			}
-		}
-	}
-	if err != nil {
-		fmt.Println("e2e: skipping: runc not found (apt-get install -y runc)")
+	var err error
+	if rt, err = runc.Find(); err != nil {
+		fmt.Println("e2e: skipping:", err)
 		return 0
 	}
-	runcPath = p
+	runcPath = rt.Path
 	if _, err := os.Stat(busyboxPath); err != nil {
 		fmt.Println("e2e: skipping: /bin/busybox missing (apt-get install -y busybox-static)")
 		return 0
-	}
-	out, err := exec.Command(busyboxPath, "--list").Output()
-	if err != nil {
-		fmt.Printf("e2e: skipping: busybox --list: %v\n", err)
-		return 0
-	}
-	for _, a := range strings.Fields(string(out)) {
-		if a != "busybox" && !strings.Contains(a, "/") {
-			busyboxApplets = append(busyboxApplets, a)
-		}
 	}
 
 	tmp, err := os.MkdirTemp("", "warmpod-e2e-build-")
@@ -229,8 +210,7 @@ type Opts struct {
 
 // Container is one runc container run in the foreground (`runc run`).
 type Container struct {
-	ID     string
-	Bundle string
+	*runc.Container
 	Rootfs string
 	// Stdin is the write end of the container's stdin (PID 1's fd 0).
 	Stdin io.WriteCloser
@@ -238,10 +218,6 @@ type Container struct {
 	t      testing.TB
 	stdout *syncBuffer
 	stderr *syncBuffer
-	cmd    *exec.Cmd
-	done   chan struct{}
-	exit   int
-	runErr error
 }
 
 var idSanitizer = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
@@ -269,60 +245,39 @@ func containerID(t testing.TB) string {
 // registered with t.Cleanup and runs even when the test fails.
 func Start(t testing.TB, args []string, opts Opts) *Container {
 	t.Helper()
-	c := &Container{ID: containerID(t), t: t, done: make(chan struct{})}
-	c.Bundle = t.TempDir()
-	c.Rootfs = filepath.Join(c.Bundle, "rootfs")
-	buildRootfs(t, c.Rootfs, !opts.NoWarmpod)
-	writeSpec(t, c.Bundle, args, opts)
+	id := containerID(t)
+	bundle := t.TempDir()
+	c := &Container{Rootfs: filepath.Join(bundle, "rootfs"), t: t}
+	var files []runc.File
+	if !opts.NoWarmpod {
+		requireWarmpod(t)
+		files = append(files, runc.File{Src: warmpodBin, Dst: warmpodInRootfs, Mode: 0o755})
+		if sigcountBin != "" {
+			files = append(files, runc.File{Src: sigcountBin, Dst: sigcountInRootfs, Mode: 0o755})
+		}
+	}
+	require.NoError(t, runc.BuildRootfs(c.Rootfs, busyboxPath, files...))
+	require.NoError(t, rt.WriteSpec(bundle, runc.Spec{Args: args, Env: opts.Env, Edit: opts.EditSpec}))
 
 	c.stdout = &syncBuffer{t: t, prefix: "[stdout] ", tee: verbose}
 	c.stderr = &syncBuffer{t: t, prefix: "[stderr] ", tee: verbose}
-	cmd := exec.Command(runcPath, "run", "--bundle", c.Bundle, c.ID)
-	cmd.Stdout = c.stdout
-	if opts.Stdout != nil {
-		cmd.Stdout = opts.Stdout
-	}
-	cmd.Stderr = c.stderr
-	// If some process in the container keeps stdout open after runc exits,
-	// don't let Wait hang on the copy goroutine forever.
-	cmd.WaitDelay = 5 * time.Second
-	stdin, err := cmd.StdinPipe()
+	// An *os.File goes to runc as it is: no copying goroutine for
+	// `runc run` to wait for.
+	stdin, w, err := os.Pipe()
 	require.NoError(t, err)
-	c.Stdin = stdin
-	c.cmd = cmd
-	require.NoError(t, cmd.Start(), "runc run")
+	c.Stdin = w
+	stdio := runc.IO{Stdin: stdin, Stdout: c.stdout, Stderr: c.stderr}
+	if opts.Stdout != nil {
+		stdio.Stdout = opts.Stdout
+	}
+	rc, err := rt.Run(id, bundle, stdio)
+	_ = stdin.Close() // runc has its own copy
+	require.NoError(t, err, "runc run\nstderr:\n%s", indent(c.stderr.String()))
+	c.Container = rc
 	t.Logf("container %s started (bundle %s), args %q", c.ID, c.Bundle, args)
-
-	go func() {
-		err := cmd.Wait()
-		c.exit = -1
-		if cmd.ProcessState != nil {
-			c.exit = cmd.ProcessState.ExitCode()
-		}
-		if err != nil && !errors.As(err, new(*exec.ExitError)) {
-			c.runErr = err
-		}
-		close(c.done)
-	}()
 	t.Cleanup(c.cleanup)
-
-	// `runc run` returns to us before the container exists; wait until runc
-	// reports it running so that exec/kill work right away.
-	deadline := time.Now().Add(DefaultCallTimeout)
-	for {
-		st := c.State(t)
-		if st == "running" {
-			break
-		}
-		if c.Exited() {
-			t.Logf("container %s exited during start (code %d); stderr:\n%s", c.ID, c.exit, indent(c.Stderr()))
-			break // Wait() will tell; the test decides whether that is an error
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s not running after %v (state %q)\nstderr:\n%s",
-				c.ID, DefaultCallTimeout, st, indent(c.Stderr()))
-		}
-		time.Sleep(20 * time.Millisecond)
+	if c.Exited() {
+		t.Logf("container %s exited during start; stderr:\n%s", c.ID, indent(c.Stderr()))
 	}
 	return c
 }
@@ -330,41 +285,16 @@ func Start(t testing.TB, args []string, opts Opts) *Container {
 // HostPID returns the host PID of the container's PID 1 (runc state).
 func (c *Container) HostPID(t testing.TB) int {
 	t.Helper()
-	out, err := exec.Command(runcPath, "state", c.ID).Output()
-	require.NoError(t, err, "runc state")
-	var st struct {
-		Pid int `json:"pid"`
-	}
-	require.NoError(t, json.Unmarshal(out, &st))
-	require.Greater(t, st.Pid, 1, "runc state: %s", out)
-	return st.Pid
+	_, pid, err := c.Container.State()
+	require.NoError(t, err)
+	require.Greater(t, pid, 1, "runc state")
+	return pid
 }
 
 func (c *Container) cleanup() {
 	t := c.t
 	_ = c.Stdin.Close()
-	if !c.Exited() {
-		ctx, cancel := context.WithTimeout(context.Background(), DefaultCallTimeout)
-		out, err := exec.CommandContext(ctx, runcPath, "delete", "-f", c.ID).CombinedOutput()
-		cancel()
-		if err != nil && !strings.Contains(string(out), "does not exist") {
-			t.Logf("cleanup: runc delete -f %s: %v: %s", c.ID, err, out)
-		}
-	}
-	select {
-	case <-c.done:
-	case <-time.After(15 * time.Second):
-		t.Logf("cleanup: runc run for %s did not exit; killing runc (pid %d)", c.ID, c.cmd.Process.Pid)
-		_ = c.cmd.Process.Kill() // our own child, never a looked-up pid
-		select {
-		case <-c.done:
-		case <-time.After(5 * time.Second):
-		}
-	}
-	// runc run normally deletes the container itself; make sure.
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultCallTimeout)
-	_ = exec.CommandContext(ctx, runcPath, "delete", "-f", c.ID).Run()
-	cancel()
+	c.Container.Stop()
 	c.stdout.stopTee()
 	c.stderr.stopTee()
 	if t.Failed() {
@@ -437,46 +367,17 @@ func (c *Container) waitBuf(b *syncBuffer, substr string, timeout time.Duration)
 }
 
 // Exited reports whether `runc run` has returned.
-func (c *Container) Exited() bool {
-	select {
-	case <-c.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Wait waits for `runc run` to return and gives its exit code, which is the
-// exit status of the container's PID 1 (128+N when killed by signal N).
-func (c *Container) Wait(timeout time.Duration) (int, error) {
-	if c.Exited() {
-		return c.exit, c.runErr
-	}
-	select {
-	case <-c.done:
-		return c.exit, c.runErr
-	case <-time.After(timeout):
-		return -1, fmt.Errorf("container %s still running after %v", c.ID, timeout)
-	}
-}
-
 // Kill runs `runc kill ID SIG` (signals PID 1 of the container only).
 func (c *Container) Kill(t testing.TB, sig string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultCallTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, runcPath, "kill", c.ID, sig).CombinedOutput()
-	require.NoError(t, err, "runc kill %s %s: %s", c.ID, sig, out)
+	require.NoError(t, c.Container.Kill(sig))
 }
 
 // Delete runs `runc delete -f ID` now (cleanup does it anyway).
 func (c *Container) Delete(t testing.TB) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultCallTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, runcPath, "delete", "-f", c.ID).CombinedOutput()
-	if err != nil && !strings.Contains(string(out), "does not exist") {
-		t.Errorf("runc delete -f %s: %v: %s", c.ID, err, out)
+	if err := c.Container.Delete(); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -484,17 +385,8 @@ func (c *Container) Delete(t testing.TB) {
 // "" if the container does not exist (anymore).
 func (c *Container) State(t testing.TB) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultCallTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, runcPath, "state", c.ID).Output()
-	if err != nil {
-		return ""
-	}
-	var st struct {
-		Status string `json:"status"`
-	}
-	_ = json.Unmarshal(out, &st)
-	return st.Status
+	st, _, _ := c.Container.State()
+	return st
 }
 
 // ---------------------------------------------------------------------------
@@ -510,15 +402,7 @@ type ExecOpts struct {
 }
 
 // ExecResult is the outcome of a `runc exec`.
-type ExecResult struct {
-	Stdout, Stderr string
-	ExitCode       int   // exit code of runc exec == the process's (128+N if signaled)
-	Err            error // non-exit errors (timeout, start failure)
-}
-
-func (r ExecResult) String() string {
-	return fmt.Sprintf("exit=%d err=%v\nstdout:\n%s\nstderr:\n%s", r.ExitCode, r.Err, indent(r.Stdout), indent(r.Stderr))
-}
+type ExecResult = runc.ExecResult
 
 // Exec runs `runc exec ID args...` with stdin and returns stdout, stderr and
 // the exit code. A timeout or failure to start fails the test.
@@ -538,60 +422,14 @@ func (c *Container) ExecWith(t testing.TB, o ExecOpts, args ...string) ExecResul
 // ExecAsync starts `runc exec` and returns a channel that receives the result.
 func (c *Container) ExecAsync(t testing.TB, o ExecOpts, args ...string) <-chan ExecResult {
 	t.Helper()
-	timeout := o.Timeout
-	if timeout == 0 {
-		timeout = DefaultCallTimeout
-	}
-	rargs := []string{"exec"}
-	for _, e := range o.Env {
-		rargs = append(rargs, "--env", e)
-	}
-	if o.User != "" {
-		rargs = append(rargs, "--user", o.User)
-	}
-	rargs = append(rargs, c.ID)
-	rargs = append(rargs, args...)
-
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	cmd := exec.CommandContext(ctx, runcPath, rargs...)
-	var so, se syncBuffer
-	cmd.Stdout, cmd.Stderr = &so, &se
+	ro := runc.ExecOpts{Env: o.Env, User: o.User, Timeout: o.Timeout}
 	if o.Stdin != "" {
-		cmd.Stdin = strings.NewReader(o.Stdin)
+		ro.Stdin = strings.NewReader(o.Stdin)
 	}
 	if o.StdinR != nil {
-		cmd.Stdin = o.StdinR
+		ro.Stdin = o.StdinR
 	}
-	// A background process started by the exec'd command may inherit stdout;
-	// don't wait for its EOF longer than this after the process exited.
-	cmd.WaitDelay = 2 * time.Second
-	ch := make(chan ExecResult, 1)
-	if err := cmd.Start(); err != nil {
-		cancel()
-		ch <- ExecResult{ExitCode: -1, Err: err}
-		return ch
-	}
-	go func() {
-		defer cancel()
-		err := cmd.Wait()
-		r := ExecResult{Stdout: so.String(), Stderr: se.String(), ExitCode: -1}
-		if cmd.ProcessState != nil {
-			r.ExitCode = cmd.ProcessState.ExitCode()
-		}
-		switch {
-		case ctx.Err() != nil:
-			r.Err = fmt.Errorf("runc exec %q timed out after %v", args, timeout)
-		case errors.Is(err, exec.ErrWaitDelay):
-			// process exited; some child kept the pipe open. Not an error.
-		case err != nil && !errors.As(err, new(*exec.ExitError)):
-			r.Err = err
-		}
-		if r.ExitCode < 0 && r.Err == nil {
-			r.Err = fmt.Errorf("runc exec %q: killed: %v", args, err)
-		}
-		ch <- r
-	}()
-	return ch
+	return c.Container.ExecAsync(ro, args...)
 }
 
 // ---------------------------------------------------------------------------
@@ -655,98 +493,6 @@ func waitProc(t testing.TB, c *Container, substr string) Proc {
 		return false, formatPS(ps)
 	})
 	return found
-}
-
-// ---------------------------------------------------------------------------
-// rootfs & bundle
-
-func buildRootfs(t testing.TB, root string, withWarmpod bool) {
-	t.Helper()
-	for _, d := range []string{"bin", "usr/local/bin", "proc", "sys", "dev", "run", "etc", "root", "home/user"} {
-		require.NoError(t, os.MkdirAll(filepath.Join(root, d), 0o755))
-	}
-	tmp := filepath.Join(root, "tmp")
-	require.NoError(t, os.MkdirAll(tmp, 0o755))
-	require.NoError(t, os.Chmod(tmp, 0o777|os.ModeSticky))
-	require.NoError(t, os.Chown(filepath.Join(root, "home/user"), 1000, 1000))
-
-	copyFile(t, busyboxPath, filepath.Join(root, "bin/busybox"), 0o755)
-	for _, a := range busyboxApplets {
-		p := filepath.Join(root, "bin", a)
-		if _, err := os.Lstat(p); err == nil {
-			continue
-		}
-		require.NoError(t, os.Symlink("busybox", p))
-	}
-	if withWarmpod {
-		requireWarmpod(t)
-		copyFile(t, warmpodBin, filepath.Join(root, warmpodInRootfs), 0o755)
-		if sigcountBin != "" {
-			copyFile(t, sigcountBin, filepath.Join(root, sigcountInRootfs), 0o755)
-		}
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/passwd"), []byte(
-		"root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/sh\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(root, "etc/group"), []byte(
-		"root:x:0:\nuser:x:1000:\n"), 0o644))
-}
-
-func copyFile(t testing.TB, src, dst string, mode os.FileMode) {
-	t.Helper()
-	in, err := os.Open(src)
-	require.NoError(t, err)
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	require.NoError(t, err)
-	_, err = io.Copy(out, in)
-	require.NoError(t, err)
-	require.NoError(t, out.Close())
-}
-
-func writeSpec(t testing.TB, bundle string, args []string, opts Opts) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultCallTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, runcPath, "spec", "--bundle", bundle).CombinedOutput()
-	require.NoError(t, err, "runc spec: %s", out)
-	path := filepath.Join(bundle, "config.json")
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	var spec map[string]any
-	require.NoError(t, json.Unmarshal(raw, &spec))
-
-	proc := spec["process"].(map[string]any)
-	proc["args"] = args
-	proc["terminal"] = false
-	proc["cwd"] = "/"
-	proc["env"] = append([]string{"PATH=/usr/local/bin:/bin", "HOME=/root"}, opts.Env...)
-
-	root := spec["root"].(map[string]any)
-	root["path"] = "rootfs"
-	root["readonly"] = false
-
-	linux := spec["linux"].(map[string]any)
-	var nss []any
-	for _, ns := range linux["namespaces"].([]any) {
-		if ns.(map[string]any)["type"] == "network" {
-			continue // host network: the probe port is reachable on 127.0.0.1
-		}
-		nss = append(nss, ns)
-	}
-	linux["namespaces"] = nss
-
-	spec["mounts"] = append(spec["mounts"].([]any), map[string]any{
-		"destination": "/run",
-		"type":        "tmpfs",
-		"source":      "tmpfs",
-		"options":     []string{"nosuid", "nodev", "mode=755"},
-	})
-	if opts.EditSpec != nil {
-		opts.EditSpec(spec)
-	}
-	raw, err = json.MarshalIndent(spec, "", "\t")
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, raw, 0o644))
 }
 
 // ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/warmpod/warmpod/internal/runc"
 	"io"
 	"net"
 	"net/http"
@@ -742,7 +743,7 @@ if cp /bin/busybox /usr/local/bin/warmpod.new 2>/dev/null && mv /usr/local/bin/w
 		if strings.Contains(r.Stdout, "replace binary: YES") {
 			// Not defended for root job code on a writable binary:
 			// put the real one back so the executor's calls work.
-			copyFile(t, warmpodBin, filepath.Join(w.Rootfs, warmpodInRootfs), 0o755)
+			require.NoError(t, runc.CopyFile(warmpodBin, filepath.Join(w.Rootfs, warmpodInRootfs), 0o755))
 		}
 		// Nothing of this job is left for the next, whatever it tried.
 		protoEnd(t, w)

@@ -37,13 +37,13 @@ func benchIdle(c *cfg, res *Results) {
 	insts := map[string]*inst{}
 	logf, _ := os.Create(filepath.Join(c.work, "logs", "idle.log"))
 	defer logf.Close()
-	for _, name := range initNames {
+	for _, name := range c.initNames {
 		r, w, err := os.Pipe()
 		if err != nil {
 			res.errorf("idle", "pipe: %v", err)
 			return
 		}
-		p, err := startNS(argvs[name], r, nil, logf)
+		p, err := c.startNS(argvs[name], r, nil, logf)
 		r.Close()
 		if err != nil {
 			w.Close()

@@ -48,8 +48,18 @@ type cfg struct {
 	minSig               int
 	sigCap               time.Duration
 	loopJobs             int
-	loopCap              time.Duration
-	only                 map[string]bool
+
+	// cl stops what the run started, at its end.
+	cl *cleaner
+
+	// Set once by setupInits: the inits under test and their names.
+	inits     []initDef
+	initNames []string
+	// warm is the warm container of runcSetup, read by the later runc
+	// steps.
+	warm    *runcState
+	loopCap time.Duration
+	only    map[string]bool
 }
 
 func (c *cfg) want(m string) bool { return len(c.only) == 0 || c.only[m] }
@@ -63,10 +73,14 @@ type initDef struct {
 	plain func(n int, cmd ...string) []string
 }
 
-var inits []initDef
+// anchorNames are the inits warmpod is compared with.
+var anchorNames = [...]string{"tini", "dumb-init", "catatonit"}
 
+// setupInits fills the inits under test: warmpod and the three anchors,
+// and the minimal Go init with -control.
 func (c *cfg) setupInits() {
-	inits = []initDef{
+	c.initNames = []string{"warmpod", "tini", "dumb-init", "catatonit"}
+	c.inits = []initDef{
 		{"warmpod", c.warmpod, func(n int, cmd ...string) []string {
 			d := filepath.Join(c.work, "wp", fmt.Sprint(n%4)) // a few slots: runs are sequential
 			return append([]string{c.warmpod, "--exit-with-command", "--probe-addr=", "--control-socket", d + "/c.sock", "--jobs-dir", d + "/jobs", "--"}, cmd...)
@@ -76,18 +90,13 @@ func (c *cfg) setupInits() {
 		{"catatonit", c.catatonit, func(_ int, cmd ...string) []string { return append([]string{c.catatonit, "--"}, cmd...) }},
 	}
 	if c.control != "" {
-		inits = append(inits, initDef{"go-min", c.control, func(_ int, cmd ...string) []string { return append([]string{c.control}, cmd...) }})
-		initNames = append(initNames, "go-min")
+		c.inits = append(c.inits, initDef{"go-min", c.control, func(_ int, cmd ...string) []string { return append([]string{c.control}, cmd...) }})
+		c.initNames = append(c.initNames, "go-min")
 	}
 }
 
-var (
-	initNames   = []string{"warmpod", "tini", "dumb-init", "catatonit"}
-	anchorNames = []string{"tini", "dumb-init", "catatonit"}
-)
-
 func main() {
-	var c cfg
+	c := cfg{cl: newCleaner()}
 	var only string
 	var quick bool
 	var pipeMiB, ptyMiB int
@@ -157,7 +166,7 @@ func main() {
 	if c.work == "" {
 		d, err := os.MkdirTemp("", "warmpod-bench-")
 		if err != nil {
-			fatal(err)
+			fatal(&c, err)
 		}
 		c.work = d
 		defer os.RemoveAll(d)
@@ -173,11 +182,11 @@ func main() {
 	go func() {
 		s := <-sigs
 		fmt.Fprintf(os.Stderr, "\nbenchrun: %v: cleaning up\n", s)
-		cleanupAll()
+		c.cl.all()
 		os.RemoveAll(c.work)
 		os.Exit(130)
 	}()
-	defer cleanupAll()
+	defer c.cl.all()
 
 	res := &Results{Started: time.Now(), Machine: machineInfo(&c)}
 	logf("machine: %s, %d CPUs, kernel %s, load %s", res.Machine.CPUModel, res.Machine.NProc, res.Machine.Kernel, res.Machine.LoadAtStart)
@@ -221,7 +230,7 @@ func main() {
 		res.Micro = parseMicro(c.micro)
 	}
 	if err := res.write(&c); err != nil {
-		fatal(err)
+		fatal(&c, err)
 	}
 	logf("wrote %s/results.md and results.json (%.0f s)", c.out, res.Seconds)
 	if len(res.Errors) > 0 {
@@ -229,23 +238,50 @@ func main() {
 	}
 }
 
-var cleanups struct {
-	sync.Mutex
-	fns []func()
+// cleaner runs the clean-ups of a run at its end, also on a fatal error
+// or a signal: it stops the containers and kills the namespaces the run
+// started. Safe for concurrent use.
+type cleaner struct {
+	mu   sync.Mutex
+	fns  []func()         // guarded by mu
+	live map[*nsProc]bool // every unshare still running; guarded by mu
 }
 
-func atCleanup(f func()) {
-	cleanups.Lock()
-	cleanups.fns = append(cleanups.fns, f)
-	cleanups.Unlock()
+func newCleaner() *cleaner { return &cleaner{live: map[*nsProc]bool{}} }
+
+// add registers f to run at the end (last added, first run).
+func (cl *cleaner) add(f func()) {
+	cl.mu.Lock()
+	cl.fns = append(cl.fns, f)
+	cl.mu.Unlock()
 }
 
-func cleanupAll() {
-	killAllNS()
-	cleanups.Lock()
-	fns := cleanups.fns
-	cleanups.fns = nil
-	cleanups.Unlock()
+// track records a running process, untrack forgets it once it exited.
+func (cl *cleaner) track(p *nsProc) {
+	cl.mu.Lock()
+	cl.live[p] = true
+	cl.mu.Unlock()
+}
+
+func (cl *cleaner) untrack(p *nsProc) {
+	cl.mu.Lock()
+	delete(cl.live, p)
+	cl.mu.Unlock()
+}
+
+// all kills every process still running, then runs the clean-ups.
+func (cl *cleaner) all() {
+	cl.mu.Lock()
+	ps := make([]*nsProc, 0, len(cl.live))
+	for p := range cl.live {
+		ps = append(ps, p)
+	}
+	fns := cl.fns
+	cl.fns = nil
+	cl.mu.Unlock()
+	for _, p := range ps {
+		p.kill()
+	}
 	for i := len(fns) - 1; i >= 0; i-- {
 		fns[i]()
 	}
@@ -255,9 +291,10 @@ func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, a...))
 }
 
-func fatal(err error) {
+// fatal ends the run on err, after its clean-ups.
+func fatal(c *cfg, err error) {
 	fmt.Fprintln(os.Stderr, "benchrun:", err)
-	cleanupAll()
+	c.cl.all()
 	os.Exit(1)
 }
 

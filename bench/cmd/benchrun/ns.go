@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -27,20 +26,15 @@ type nsProc struct {
 	err  error
 }
 
-var (
-	liveMu sync.Mutex
-	live   = map[*nsProc]bool{} // every unshare still running, killed at exit
-)
-
 // startNS starts argv as PID 1 of a new PID namespace. Stdio are files (no
 // copy goroutines in this process); nil means /dev/null.
-func startNS(argv []string, stdin, stdout, stderr *os.File) (*nsProc, error) {
-	return startProc(nsArgv(argv), stdin, stdout, stderr)
+func (c *cfg) startNS(argv []string, stdin, stdout, stderr *os.File) (*nsProc, error) {
+	return c.startProc(nsArgv(argv), stdin, stdout, stderr)
 }
 
 // startProc starts full as is (startNS without the namespace); kill() then
 // only kills full[0].
-func startProc(full []string, stdin, stdout, stderr *os.File) (*nsProc, error) {
+func (c *cfg) startProc(full []string, stdin, stdout, stderr *os.File) (*nsProc, error) {
 	cmd := exec.Command(full[0], full[1:]...)
 	cmd.Env = cleanEnv()
 	// A nil *os.File in an io.Reader/io.Writer is not a nil interface.
@@ -58,14 +52,10 @@ func startProc(full []string, stdin, stdout, stderr *os.File) (*nsProc, error) {
 		return nil, err
 	}
 	p := &nsProc{cmd: cmd, done: make(chan struct{})}
-	liveMu.Lock()
-	live[p] = true
-	liveMu.Unlock()
+	c.cl.track(p)
 	go func() {
 		p.err = cmd.Wait()
-		liveMu.Lock()
-		delete(live, p)
-		liveMu.Unlock()
+		c.cl.untrack(p)
 		close(p.done)
 	}()
 	return p, nil
@@ -104,18 +94,6 @@ func (p *nsProc) kill() {
 	}
 	_ = p.cmd.Process.Kill()
 	p.wait(10 * time.Second)
-}
-
-func killAllNS() {
-	liveMu.Lock()
-	ps := make([]*nsProc, 0, len(live))
-	for p := range live {
-		ps = append(ps, p)
-	}
-	liveMu.Unlock()
-	for _, p := range ps {
-		p.kill()
-	}
 }
 
 // pid1 finds the host PID of the namespace's PID 1: the single child of our

@@ -18,14 +18,14 @@ func benchReap(c *cfg, res *Results) {
 	row := newRow("reap", "inits", fmt.Sprintf("reaping: %s zombies handed to PID 1 at once → none left", commas(int64(c.reapN))), "ms", true, fmt.Sprintf("%d per init, interleaved", c.reapRuns))
 	run := 0
 	for rep := 0; rep < c.reapRuns; rep++ {
-		for _, in := range inits {
+		for _, in := range c.inits {
 			run++
 			r, w, err := os.Pipe()
 			if err != nil {
 				res.errorf("reap", "%v", err)
 				return
 			}
-			p, err := startNS(in.plain(run, c.orphans, "watch", "-n", fmt.Sprint(c.reapN)), nil, w, logFile)
+			p, err := c.startNS(in.plain(run, c.orphans, "watch", "-n", fmt.Sprint(c.reapN)), nil, w, logFile)
 			w.Close()
 			if err != nil {
 				r.Close()
@@ -62,7 +62,7 @@ func benchReap(c *cfg, res *Results) {
 			row.Raw[in.name+" spawn_ms"] = append(row.Raw[in.name+" spawn_ms"], o.SpawnMS)
 		}
 	}
-	for _, n := range initNames {
+	for _, n := range c.initNames {
 		if xs := row.Raw[n]; len(xs) > 0 {
 			row.set(n, median(xs))
 		}

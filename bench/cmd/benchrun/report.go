@@ -217,13 +217,13 @@ func (res *Results) markdown(c *cfg) string {
 
 	b.WriteString("## warmpod against the anchor inits\n\n")
 	b.WriteString("Every init runs as PID 1 of a fresh PID namespace (`unshare --pid --fork --mount-proc`). Figures are medians unless the metric says otherwise. *warmpod/best* is warmpod divided by the best anchor (lowest, or highest for throughput), so < 1 is better for times and sizes and > 1 is better for throughput.\n\n")
-	b.WriteString("| metric | " + strings.Join(initNames, " | ") + " | warmpod/best | runs | target |\n|---|" + strings.Repeat("---:|", len(initNames)) + "---:|---|---|\n")
+	b.WriteString("| metric | " + strings.Join(c.initNames, " | ") + " | warmpod/best | runs | target |\n|---|" + strings.Repeat("---:|", len(c.initNames)) + "---:|---|---|\n")
 	for _, r := range res.Rows {
 		if r.Section != "inits" {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s (%s) |", r.Metric, r.Unit)
-		for _, n := range initNames {
+		for _, n := range c.initNames {
 			fmt.Fprintf(&b, " %s |", r.cell(n))
 		}
 		fmt.Fprintf(&b, " %s | %s | %s |\n", r.ratioCell(), r.Runs, r.targetCell())

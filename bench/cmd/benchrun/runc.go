@@ -5,13 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/warmpod/warmpod/internal/runc"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -21,14 +20,13 @@ import (
 
 // container is warmpod as PID 1 of a runc container run in the foreground.
 type container struct {
-	id, bundle, rootfs string
-	logsHost           string // host dir bind-mounted at /run/warmpod/logs
-	port               int
-	url                string
-	cmd                *exec.Cmd
-	stdinW             *os.File
-	done               chan struct{}
-	pid1               int
+	*runc.Container
+	rootfs   string
+	logsHost string // host dir bind-mounted at /run/warmpod/logs
+	port     int
+	url      string
+	stdinW   *os.File
+	pid1     int
 }
 
 func randHex(n int) string {
@@ -37,135 +35,37 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func buildRootfs(c *cfg, root string) error {
-	for _, d := range []string{"bin", "usr/local/bin", "proc", "sys", "dev", "run", "etc", "root", "tmp", "bench"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			return err
-		}
-	}
-	if err := os.Chmod(filepath.Join(root, "tmp"), 0o777|os.ModeSticky); err != nil {
-		return err
-	}
-	if err := copyFile(c.busybox, filepath.Join(root, "bin/busybox"), 0o755); err != nil {
-		return err
-	}
-	out, err := exec.Command(c.busybox, "--list").Output()
-	if err != nil {
-		return fmt.Errorf("busybox --list: %v", err)
-	}
-	for _, a := range strings.Fields(string(out)) {
-		if a == "busybox" || strings.Contains(a, "/") {
-			continue
-		}
-		_ = os.Symlink("busybox", filepath.Join(root, "bin", a))
-	}
-	if err := copyFile(c.warmpod, filepath.Join(root, "usr/local/bin/warmpod"), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\n"), 0o644); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(root, "etc/group"), []byte("root:x:0:\n"), 0o644)
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
-}
-
-// writeSpec runs `runc spec` in bundle and edits config.json like the e2e
-// harness: no terminal, host network (probes on 127.0.0.1), a tmpfs /run,
-// plus extra mounts.
-func writeSpec(bundle, rootfs string, args []string, mounts []map[string]any, env ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = os.Remove(filepath.Join(bundle, "config.json"))
-	if out, err := exec.CommandContext(ctx, "runc", "spec", "--bundle", bundle).CombinedOutput(); err != nil {
-		return fmt.Errorf("runc spec: %v: %s", err, out)
-	}
-	path := filepath.Join(bundle, "config.json")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	var spec map[string]any
-	if err := json.Unmarshal(raw, &spec); err != nil {
-		return err
-	}
-	proc := spec["process"].(map[string]any)
-	proc["args"] = args
-	proc["terminal"] = false
-	proc["cwd"] = "/"
-	proc["env"] = append([]string{"PATH=/usr/local/bin:/bin", "HOME=/root"}, env...)
-	root := spec["root"].(map[string]any)
-	root["path"] = rootfs
-	root["readonly"] = false
-	linux := spec["linux"].(map[string]any)
-	var nss []any
-	for _, ns := range linux["namespaces"].([]any) {
-		if ns.(map[string]any)["type"] != "network" {
-			nss = append(nss, ns)
-		}
-	}
-	linux["namespaces"] = nss
-	ms := spec["mounts"].([]any)
-	ms = append(ms, map[string]any{"destination": "/run", "type": "tmpfs", "source": "tmpfs", "options": []string{"nosuid", "nodev", "mode=755"}})
-	for _, m := range mounts {
-		ms = append(ms, m)
-	}
-	spec["mounts"] = ms
-	raw, err = json.MarshalIndent(spec, "", "\t")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, raw, 0o644)
-}
-
-func bindMount(src, dst string) map[string]any {
-	return map[string]any{"destination": dst, "type": "bind", "source": src, "options": []string{"rbind", "rw"}}
-}
-
-func runcCmd(ctx context.Context, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "runc", args...)
-	cmd.Env = cleanEnv()
-	return cmd
-}
-
-func runcDelete(id string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = runcCmd(ctx, "delete", "-f", id).Run()
+// runcRuntime is runc with a clean environment, so nothing of the caller's
+// (a GODEBUG, a proxy) reaches the containers.
+func runcRuntime() (runc.Runtime, error) {
+	rt, err := runc.Find()
+	rt.Env = cleanEnv()
+	return rt, err
 }
 
 func startWarm(c *cfg) (*container, error) {
-	ct := &container{id: "wpbench-warm-" + randHex(4), done: make(chan struct{})}
-	ct.bundle = filepath.Join(c.work, "warm")
-	ct.rootfs = filepath.Join(ct.bundle, "rootfs")
-	ct.logsHost = filepath.Join(c.work, "warm-logs")
+	rt, err := runcRuntime()
+	if err != nil {
+		return nil, err
+	}
+	bundle := filepath.Join(c.work, "warm")
+	ct := &container{rootfs: filepath.Join(bundle, "rootfs"), logsHost: filepath.Join(c.work, "warm-logs")}
 	for _, d := range []string{ct.rootfs, ct.logsHost} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
-	if err := buildRootfs(c, ct.rootfs); err != nil {
+	if err := runc.BuildRootfs(ct.rootfs, c.busybox, runc.File{Src: c.warmpod, Dst: "/usr/local/bin/warmpod", Mode: 0o755}); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(ct.rootfs, "bench"), 0o755); err != nil {
 		return nil, err
 	}
 	ct.port = freePort()
 	ct.url = fmt.Sprintf("http://127.0.0.1:%d", ct.port)
 	args := []string{"/usr/local/bin/warmpod", "--stdio", "pipe", "--idle-timeout", "0", "--max-jobs", "0", "--grace", "2s", "--probe-addr", fmt.Sprintf("127.0.0.1:%d", ct.port)}
-	if err := writeSpec(ct.bundle, ct.rootfs, args, []map[string]any{bindMount(ct.logsHost, "/run/warmpod/logs")}, "GODEBUG=gctrace=1"); err != nil {
+	spec := runc.Spec{Args: args, Rootfs: ct.rootfs, Mounts: []map[string]any{runc.Bind(ct.logsHost, "/run/warmpod/logs")}, Env: []string{"GODEBUG=gctrace=1"}}
+	if err := rt.WriteSpec(bundle, spec); err != nil {
 		return nil, err
 	}
 	r, w, err := os.Pipe()
@@ -175,29 +75,25 @@ func startWarm(c *cfg) (*container, error) {
 	ct.stdinW = w
 	so, _ := os.Create(filepath.Join(c.work, "logs", "warm.stdout"))
 	se, _ := os.Create(filepath.Join(c.work, "logs", "warm.stderr"))
-	ct.cmd = runcCmd(context.Background(), "run", "--bundle", ct.bundle, ct.id)
-	ct.cmd.Stdin, ct.cmd.Stdout, ct.cmd.Stderr = r, so, se
-	if err := ct.cmd.Start(); err != nil {
-		r.Close()
-		w.Close()
-		return nil, err
-	}
+	rc, err := rt.Run("wpbench-warm-"+randHex(4), bundle, runc.IO{Stdin: r, Stdout: so, Stderr: se})
 	r.Close()
 	so.Close()
 	se.Close()
-	atCleanup(ct.stop)
-	go func() { _ = ct.cmd.Wait(); close(ct.done) }()
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	ct.Container = rc
+	c.cl.add(ct.stop)
 	cl := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if code, _ := get(cl, ct.url+"/readyz"); code == 200 {
 			break
 		}
-		select {
-		case <-ct.done:
+		if ct.Exited() {
 			b, _ := os.ReadFile(filepath.Join(c.work, "logs", "warm.stderr"))
 			return nil, fmt.Errorf("container exited during start: %s", tail(string(b), 600))
-		default:
 		}
 		if time.Now().After(deadline) {
 			ct.stop()
@@ -217,44 +113,26 @@ func startWarm(c *cfg) (*container, error) {
 // statePid is the host PID of the container's PID 1 from `runc state`,
 // checked to be PID 1 of its namespace and to run warmpod.
 func (ct *container) statePid() (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := runcCmd(ctx, "state", ct.id).Output()
+	_, pid, err := ct.State()
 	if err != nil {
-		return 0, fmt.Errorf("runc state: %v", err)
-	}
-	var st struct {
-		Pid int `json:"pid"`
-	}
-	if err := json.Unmarshal(out, &st); err != nil {
 		return 0, err
 	}
-	if err := verifyNSInit(st.Pid, 0); err != nil {
+	if err := verifyNSInit(pid, 0); err != nil {
 		return 0, err
 	}
-	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", st.Pid))
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if !bytes.Contains(cmdline, []byte("warmpod")) {
-		return 0, fmt.Errorf("pid %d is not warmpod", st.Pid)
+		return 0, fmt.Errorf("pid %d is not warmpod", pid)
 	}
-	return st.Pid, nil
+	return pid, nil
 }
 
 func (ct *container) stop() {
-	select {
-	case <-ct.done:
-	default:
+	if !ct.Exited() {
 		ct.stdinW.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = runcCmd(ctx, "kill", ct.id, "KILL").Run()
-		cancel()
-		select {
-		case <-ct.done:
-		case <-time.After(15 * time.Second):
-			_ = ct.cmd.Process.Kill() // our own runc run
-			<-ct.done
-		}
+		_ = ct.Kill("KILL")
 	}
-	runcDelete(ct.id)
+	ct.Stop()
 }
 
 type execResult struct {
@@ -265,30 +143,15 @@ type execResult struct {
 }
 
 func (ct *container) execAsync(stdin string, timeout time.Duration, args ...string) <-chan execResult {
+	o := runc.ExecOpts{Timeout: timeout}
+	if stdin != "" {
+		o.Stdin = strings.NewReader(stdin)
+	}
+	in := ct.ExecAsync(o, args...)
 	ch := make(chan execResult, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		cmd := runcCmd(ctx, append([]string{"exec", ct.id}, args...)...)
-		if stdin != "" {
-			cmd.Stdin = strings.NewReader(stdin)
-		}
-		var so, se bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &so, &se
-		cmd.WaitDelay = 2 * time.Second
-		err := cmd.Run()
-		r := execResult{code: -1, stdout: so.String(), stderr: se.String(), end: time.Now()}
-		if cmd.ProcessState != nil {
-			r.code = cmd.ProcessState.ExitCode()
-		}
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) && !errors.Is(err, exec.ErrWaitDelay) {
-			r.err = err
-		}
-		if ctx.Err() != nil {
-			r.err = fmt.Errorf("timed out after %s", timeout)
-		}
-		ch <- r
+		r := <-in
+		ch <- execResult{code: r.ExitCode, stdout: r.Stdout, stderr: r.Stderr, err: r.Err, end: r.End}
 	}()
 	return ch
 }
@@ -428,8 +291,6 @@ type runcState struct {
 	heap     []string // gctrace live-heap readings at the snapshots
 }
 
-var warm *runcState
-
 // runcSetup starts the warm container, runs one hand-over, takes the
 // "after 1 job" reading and starts the in-container job loop in the
 // background. Per-process figures of the idle step (RSS, CPU ticks of idle
@@ -440,7 +301,7 @@ func runcSetup(c *cfg, res *Results) {
 		res.errorf("runc", "warm container: %v", err)
 		return
 	}
-	logf("   warm container %s up (PID 1 = host pid %d, probes on %s)", ct.id, ct.pid1, ct.url)
+	logf("   warm container %s up (PID 1 = host pid %d, probes on %s)", ct.ID, ct.pid1, ct.url)
 	st := &runcState{ct: ct}
 	if _, _, err := warmJob(ct, -1); err != nil {
 		res.errorf("handover", "first job: %v", err)
@@ -498,7 +359,7 @@ func runcSetup(c *cfg, res *Results) {
 		}
 	}()
 	logf("   %d-job loop started inside the container (runs during the size and idle steps; cap %s)", c.loopJobs, c.loopCap)
-	warm = st
+	c.warm = st
 }
 
 // jobLoop is the in-container loop: n jobs (job start, a detached `true`
@@ -543,22 +404,22 @@ func lastGCLine(c *cfg) string {
 // runcLoopWait waits for the background job loop (after the idle step, so
 // that it never overlaps a timing-sensitive step).
 func runcLoopWait(c *cfg, res *Results) {
-	if warm == nil {
+	if c.warm == nil {
 		return
 	}
-	<-warm.loopDone
-	logf("   job loop: %d jobs in %.0f s", warm.loopN, warm.loopSecs)
+	<-c.warm.loopDone
+	logf("   job loop: %d jobs in %.0f s", c.warm.loopN, c.warm.loopSecs)
 }
 
 // benchRunc: metrics 7, 8 and 9 against the warm container.
 func benchRunc(c *cfg, res *Results) {
-	if warm == nil {
+	if c.warm == nil {
 		runcSetup(c, res)
-		if warm == nil {
+		if c.warm == nil {
 			return
 		}
 	}
-	st := warm
+	st := c.warm
 	ct := st.ct
 	defer ct.stop()
 
@@ -847,6 +708,8 @@ func loadJob(ct *container, fn func()) error {
 // coldRunner starts fresh containers from the warm container's rootfs.
 type coldRunner struct {
 	bundle, outDir, tag string
+	rt                  runc.Runtime
+	cl                  *cleaner
 }
 
 func newColdRunner(c *cfg, ct *container) (*coldRunner, error) {
@@ -856,7 +719,12 @@ func newColdRunner(c *cfg, ct *container) (*coldRunner, error) {
 			return nil, err
 		}
 	}
-	if err := writeSpec(cr.bundle, ct.rootfs, []string{"/bin/sh", "-c", "echo first"}, nil); err != nil {
+	rt, err := runcRuntime()
+	if err != nil {
+		return nil, err
+	}
+	cr.rt, cr.cl = rt, c.cl
+	if err := rt.WriteSpec(cr.bundle, runc.Spec{Args: []string{"/bin/sh", "-c", "echo first"}, Rootfs: ct.rootfs}); err != nil {
 		return nil, err
 	}
 	return cr, nil
@@ -876,11 +744,11 @@ func (cr *coldRunner) once(i int) (float64, float64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	atCleanup(func() { runcDelete(id) })
-	defer runcDelete(id)
+	cr.cl.add(func() { _ = cr.rt.Delete(id) })
+	defer func() { _ = cr.rt.Delete(id) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := runcCmd(ctx, "run", "-d", "--bundle", cr.bundle, id)
+	cmd := cr.rt.Command(ctx, "run", "-d", "--bundle", cr.bundle, id)
 	var se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = out, &se
 	t0 := time.Now()

@@ -37,7 +37,7 @@ func benchSignal(c *cfg, res *Results) {
 			res.note("signal runs stopped at %d of %d per init: the %s time cap of this step was reached (machine load)", rep, c.sigRuns, c.sigCap)
 			break
 		}
-		for _, in := range inits {
+		for _, in := range c.inits {
 			run++
 			us, err := signalOnce(c, in, run, logFile)
 			if err != nil {
@@ -52,7 +52,7 @@ func benchSignal(c *cfg, res *Results) {
 	}
 	med.Runs = fmt.Sprintf("%d per init, interleaved", len(lat["warmpod"]))
 	p99.Runs = med.Runs
-	for _, n := range initNames {
+	for _, n := range c.initNames {
 		if xs := lat[n]; len(xs) > 0 {
 			med.set(n, median(xs))
 			p99.set(n, pct(xs, 99))
@@ -78,7 +78,7 @@ func signalOnce(c *cfg, in initDef, run int, logFile *os.File) (float64, error) 
 		return 0, err
 	}
 	defer r.Close()
-	p, err := startNS(in.plain(run, c.sigstamp), nil, w, logFile)
+	p, err := c.startNS(in.plain(run, c.sigstamp), nil, w, logFile)
 	w.Close()
 	if err != nil {
 		return 0, err

@@ -17,7 +17,7 @@ func benchSize(c *cfg, res *Results) {
 	row := newRow("binary_size", "inits", "binary size", "bytes", true, "1")
 	row.Cells = map[string]string{}
 	static := map[string]bool{}
-	for _, in := range inits {
+	for _, in := range c.inits {
 		st, err := os.Stat(in.path)
 		if err != nil {
 			res.errorf("size", "%s: %v", in.name, err)

@@ -79,7 +79,7 @@ func benchStartup(c *cfg, res *Results) {
 	} else {
 		floor := median(times["unshare-only"])
 		row.Raw["unshare-only"] = times["unshare-only"]
-		for _, n := range initNames {
+		for _, n := range c.initNames {
 			if xs := times[n]; len(xs) > 0 {
 				row.set(n, median(xs))
 				row.Raw[n] = xs
@@ -117,7 +117,7 @@ func benchReady(c *cfg, res *Results) {
 			return
 		}
 		t0 := time.Now()
-		p, err := startNS(argv, r, nil, logFile)
+		p, err := c.startNS(argv, r, nil, logFile)
 		r.Close()
 		if err != nil {
 			w.Close()

@@ -35,7 +35,7 @@ func benchTput(c *cfg, res *Results) {
 		// what the kernel's line discipline allows here.
 		{"ptyrelay", func(int) []string { return []string{c.ptyrelay, "/bin/sh", "-c", "cat"} }, c.ptyBytes},
 	}
-	for _, in := range inits[1:] {
+	for _, in := range c.inits[1:] {
 		in := in
 		modes = append(modes, mode{in.name, func(run int) []string { return in.plain(run, "/bin/sh", "-c", "cat") }, c.pipeBytes})
 	}
@@ -46,7 +46,7 @@ func benchTput(c *cfg, res *Results) {
 	for rep := 0; rep < c.tputRuns; rep++ {
 		for _, m := range modes {
 			run++
-			v, outBytes, pk, err := tputOnce(m.argv(run), chunk, m.bytes, logFile)
+			v, outBytes, pk, err := c.tputOnce(m.argv(run), chunk, m.bytes, logFile)
 			if err != nil {
 				res.errorf("tput", "%s run %d: %v", m.name, rep, err)
 				continue
@@ -57,7 +57,7 @@ func benchTput(c *cfg, res *Results) {
 		}
 	}
 	pipe := newRow("tput_pipe", "inits", fmt.Sprintf("stdin → `sh -c cat` → stdout, %d MiB, pipe", c.pipeBytes>>20), "MB/s", false, fmt.Sprintf("%d per init, interleaved", c.tputRuns))
-	for _, n := range initNames {
+	for _, n := range c.initNames {
 		if xs := mbps[n]; len(xs) > 0 {
 			pipe.set(n, median(xs))
 			pipe.Raw[n] = xs
@@ -69,10 +69,10 @@ func benchTput(c *cfg, res *Results) {
 			pipe.check(w >= 0.9*t)
 		}
 	}
-	pipe.Note = fmt.Sprintf("the host writes base64 lines (76 chars + \\n) in ~1 MiB writes into a pipe that is PID 1's stdin and reads PID 1's stdout pipe; t0 after a first line came back, t1 at stdout EOF; MB/s = input bytes / (t1−t0) / 10^6. warmpod `--stdio pipe --exit-with-command` copies stdin into its own pipe to the shell (stdout passes through); the anchors hand both fds to the child untouched. Output bytes / input bytes: %s.", ratiosString(outRatio, initNames))
+	pipe.Note = fmt.Sprintf("the host writes base64 lines (76 chars + \\n) in ~1 MiB writes into a pipe that is PID 1's stdin and reads PID 1's stdout pipe; t0 after a first line came back, t1 at stdout EOF; MB/s = input bytes / (t1−t0) / 10^6. warmpod `--stdio pipe --exit-with-command` copies stdin into its own pipe to the shell (stdout passes through); the anchors hand both fds to the child untouched. Output bytes / input bytes: %s.", ratiosString(outRatio, c.initNames))
 	res.add(pipe)
 	pk := newRow("tput_peak_rss", "inits", fmt.Sprintf("peak PID-1 VmRSS during the %d MiB pipe transfer", c.pipeBytes>>20), "KiB", true, pipe.Runs)
-	for _, n := range initNames {
+	for _, n := range c.initNames {
 		if xs := peak[n]; len(xs) > 0 {
 			pk.set(n, median(xs))
 			pk.Raw[n] = xs
@@ -144,7 +144,7 @@ func roundChunks(total int64, chunk int) int64 {
 
 // tputOnce pushes total bytes (whole chunks) through argv and returns MB/s
 // of input consumed and the number of output bytes.
-func tputOnce(argv []string, chunk []byte, total int64, logFile *os.File) (mbps float64, outN int64, peakKiB float64, err error) {
+func (c *cfg) tputOnce(argv []string, chunk []byte, total int64, logFile *os.File) (mbps float64, outN int64, peakKiB float64, err error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return 0, 0, 0, err
@@ -154,9 +154,9 @@ func tputOnce(argv []string, chunk []byte, total int64, logFile *os.File) (mbps 
 		return 0, 0, 0, err
 	}
 	defer outR.Close()
-	start := startNS
+	start := c.startNS
 	if strings.HasSuffix(argv[0], "/ptyrelay") {
-		start = startProc // a reference relay, not an init
+		start = c.startProc // a reference relay, not an init
 	}
 	p, err := start(argv, inR, outW, logFile)
 	inR.Close()
