@@ -1,0 +1,57 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/warmpod/warmpod/shellproxy"
+)
+
+func TestParseConfig(t *testing.T) {
+	noenv := func(string) string { return "" }
+	c, err := parseConfig(nil, noenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/bin/sh"}, c.sup.Command)
+	assert.Equal(t, 10*time.Minute, c.sup.IdleTimeout)
+	assert.Equal(t, 10*time.Second, c.sup.ReadyMargin)
+	assert.Equal(t, 1, c.sup.MaxJobs)
+	assert.Equal(t, "/run/warmpod", c.sup.RuntimeDir)
+	assert.Equal(t, shellproxy.ModeAuto, c.stdio)
+
+	c, err = parseConfig([]string{"--idle-timeout", "10s", "--ready-margin", "1m", "--job-user", "1000", "--cleanup-path", "/a:/b/*", "--", "/bin/bash", "-l"}, func(k string) string {
+		if k == "WARMPOD_TEST_HOOKS" {
+			return "1"
+		}
+		return ""
+	}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, c.sup.ReadyMargin, "capped at half the idle timeout")
+	assert.Equal(t, uint32(1000), c.sup.JobUser.Gid)
+	assert.Equal(t, []string{"/a", "/b/*"}, c.sup.CleanupPaths)
+	assert.Equal(t, []string{"/bin/bash", "-l"}, c.sup.Command)
+	assert.True(t, c.sup.TestHooks)
+
+	t.Setenv("WARMPOD_MAX_JOBS", "3")
+	c, err = parseConfig(nil, noenv, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 3, c.sup.MaxJobs, "the environment twin fills what no flag set")
+
+	for _, bad := range [][]string{
+		{"--stdin-when-idle", "drop"},
+		{"--self-delete", "maybe"},
+		{"--job-user", "nobody"},
+		{"--max-jobs", "-1"},
+		{"--grace", "-1s"},
+		{"--stdio", "tty"},
+		{"--cleanup-path", "/proc/x"},
+		{"--no-such-flag"},
+	} {
+		_, err := parseConfig(bad, noenv, io.Discard)
+		assert.Error(t, err, "%q", bad)
+	}
+	_, err = parseConfig([]string{"-h"}, noenv, io.Discard)
+	assert.ErrorIs(t, err, errHelp)
+}
