@@ -22,108 +22,154 @@ func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.R
 			return s.fail(fmt.Errorf("job %q: %w", req.Job, err))
 		}
 	}
-	switch req.Op {
-	case control.OpJobStart:
-		r, err := s.StartJob(req.Spec)
-		if err != nil {
-			return s.fail(err)
-		}
-		return s.ok(control.Response{Job: r.ID, Replay: r.Replay, LogPath: r.LogPath})
-	case control.OpJobEnd:
-		r, err := s.EndJob(req.Job, peer.PID)
-		if err != nil {
-			return s.fail(err)
-		}
-		return s.ok(control.Response{Job: r.ID})
-	case control.OpJobEnv:
-		r, err := s.JobEnv()
-		if err != nil {
-			return s.fail(err)
-		}
-		return s.ok(control.Response{Job: r.ID, Env: r.Env, User: r.User, LogPath: r.LogPath})
-	case control.OpJobStage:
-		r, err := s.StartStage(req.Job, req.Stage, req.Argv, req.Dir, req.SHA256)
-		if err != nil {
-			return s.fail(err)
-		}
-		return control.Response{OK: true, Job: r.Job, Replay: r.Replay, Data: r.Status}
-	case control.OpJobStatus:
-		r, err := s.JobStatus(req.Stage)
-		if err != nil {
-			return s.fail(err)
-		}
-		return s.ok(control.Response{Job: r.ID, Data: r.Status, LogPath: r.LogPath, JobDir: r.Dir, User: r.User})
-	case control.OpJobWait:
-		d, err := parseDuration(req.Duration, time.Hour)
-		if err != nil {
-			return s.fail(err)
-		}
-		r, err := s.WaitStage(req.Stage, d)
-		if err != nil {
-			resp := s.fail(err)
-			resp.Job, resp.Data = r.Job, r.Status // still running: its status so far
-			return resp
-		}
-		return control.Response{OK: true, Job: r.Job, Data: r.Status}
-	case control.OpJobCancel:
-		d, err := parseDuration(req.Duration, s.cfg.Grace)
-		if err != nil {
-			return s.fail(err)
-		}
-		if req.Stage != "" {
-			r, err := s.CancelStage(req.Job, req.Stage, peer.PID, d)
-			if err != nil {
-				return s.fail(err)
-			}
-			return s.ok(control.Response{Job: r.Job, Data: r.Status})
-		}
-		r, err := s.CancelJob(req.Job, peer.PID, d)
-		if err != nil {
-			return s.fail(err)
-		}
-		return s.ok(control.Response{Job: r.ID, Data: r.Status})
-	case control.OpJobPut:
-		r, err := s.StartPut(req.Job, peer.PID, req.Path)
-		if err != nil {
-			return s.fail(err)
-		}
-		return s.ok(control.Response{Job: r.ID, User: r.User})
-	case control.OpJobRenew:
-		if err := s.Renew(req.Job); err != nil {
-			return s.fail(err)
-		}
-		return s.ok(control.Response{Job: req.Job})
-	case control.OpStall:
-		if !s.cfg.TestHooks {
-			return s.fail(errorf(ErrUsage, "test hooks are off (WARMPOD_TEST_HOOKS=1)"))
-		}
-		d, err := parseDuration(req.Duration, time.Minute)
-		if err == nil {
-			err = s.Stall(d)
-		}
-		if err != nil {
-			return s.fail(err)
-		}
-		return control.Response{OK: true}
-	case control.OpStatus:
-		return s.ok(control.Response{Status: s.StatusJSON()})
-	case control.OpProbe:
-		var err error
-		switch req.Probe {
-		case "live":
-			err = errors.Join(s.Live(), s.Reaping())
-		case "ready":
-			err = errors.Join(s.Ready(), s.ShellUp())
-		default:
-			return s.fail(errorf(ErrUsage, "probe: want live or ready"))
-		}
-		if err != nil {
-			// A failed probe is exit 1, as an exec probe's command fails.
-			return control.Response{Code: 1, Error: err.Error(), State: s.State()}
-		}
-		return s.ok(control.Response{})
+	h, ok := s.handlers()[req.Op]
+	if !ok {
+		return s.fail(errorf(ErrUsage, "unknown operation %q", req.Op))
 	}
-	return s.fail(errorf(ErrUsage, "unknown operation %q", req.Op))
+	return h(peer, req)
+}
+
+// handler serves one operation of the control protocol.
+type handler func(peer control.Peer, req *control.Request) control.Response
+
+func (s *Supervisor) handlers() map[string]handler {
+	return map[string]handler{
+		control.OpJobStart:  s.handleJobStart,
+		control.OpJobEnd:    s.handleJobEnd,
+		control.OpJobEnv:    s.handleJobEnv,
+		control.OpJobStage:  s.handleJobStage,
+		control.OpJobStatus: s.handleJobStatus,
+		control.OpJobWait:   s.handleJobWait,
+		control.OpJobCancel: s.handleJobCancel,
+		control.OpJobPut:    s.handleJobPut,
+		control.OpJobRenew:  s.handleJobRenew,
+		control.OpStall:     s.handleStall,
+		control.OpStatus:    s.handleStatus,
+		control.OpProbe:     s.handleProbe,
+	}
+}
+
+func (s *Supervisor) handleJobStart(_ control.Peer, req *control.Request) control.Response {
+	r, err := s.StartJob(req.Spec)
+	if err != nil {
+		return s.fail(err)
+	}
+	return s.ok(control.Response{Job: r.ID, Replay: r.Replay, LogPath: r.LogPath})
+}
+
+func (s *Supervisor) handleJobEnd(peer control.Peer, req *control.Request) control.Response {
+	r, err := s.EndJob(req.Job, peer.PID)
+	if err != nil {
+		return s.fail(err)
+	}
+	return s.ok(control.Response{Job: r.ID})
+}
+
+func (s *Supervisor) handleJobEnv(control.Peer, *control.Request) control.Response {
+	r, err := s.JobEnv()
+	if err != nil {
+		return s.fail(err)
+	}
+	return s.ok(control.Response{Job: r.ID, Env: r.Env, User: r.User, LogPath: r.LogPath})
+}
+
+func (s *Supervisor) handleJobStage(_ control.Peer, req *control.Request) control.Response {
+	r, err := s.StartStage(req.Job, req.Stage, req.Argv, req.Dir, req.SHA256)
+	if err != nil {
+		return s.fail(err)
+	}
+	return control.Response{OK: true, Job: r.Job, Replay: r.Replay, Data: r.Status}
+}
+
+func (s *Supervisor) handleJobStatus(_ control.Peer, req *control.Request) control.Response {
+	r, err := s.JobStatus(req.Stage)
+	if err != nil {
+		return s.fail(err)
+	}
+	return s.ok(control.Response{Job: r.ID, Data: r.Status, LogPath: r.LogPath, JobDir: r.Dir, User: r.User})
+}
+
+func (s *Supervisor) handleJobWait(_ control.Peer, req *control.Request) control.Response {
+	d, err := parseDuration(req.Duration, time.Hour)
+	if err != nil {
+		return s.fail(err)
+	}
+	r, err := s.WaitStage(req.Stage, d)
+	if err != nil {
+		resp := s.fail(err)
+		resp.Job, resp.Data = r.Job, r.Status // still running: its status so far
+		return resp
+	}
+	return control.Response{OK: true, Job: r.Job, Data: r.Status}
+}
+
+func (s *Supervisor) handleJobCancel(peer control.Peer, req *control.Request) control.Response {
+	d, err := parseDuration(req.Duration, s.cfg.Grace)
+	if err != nil {
+		return s.fail(err)
+	}
+	if req.Stage != "" {
+		r, err := s.CancelStage(req.Job, req.Stage, peer.PID, d)
+		if err != nil {
+			return s.fail(err)
+		}
+		return s.ok(control.Response{Job: r.Job, Data: r.Status})
+	}
+	r, err := s.CancelJob(req.Job, peer.PID, d)
+	if err != nil {
+		return s.fail(err)
+	}
+	return s.ok(control.Response{Job: r.ID, Data: r.Status})
+}
+
+func (s *Supervisor) handleJobPut(peer control.Peer, req *control.Request) control.Response {
+	r, err := s.StartPut(req.Job, peer.PID, req.Path)
+	if err != nil {
+		return s.fail(err)
+	}
+	return s.ok(control.Response{Job: r.ID, User: r.User})
+}
+
+func (s *Supervisor) handleJobRenew(_ control.Peer, req *control.Request) control.Response {
+	if err := s.Renew(req.Job); err != nil {
+		return s.fail(err)
+	}
+	return s.ok(control.Response{Job: req.Job})
+}
+
+func (s *Supervisor) handleStall(_ control.Peer, req *control.Request) control.Response {
+	if !s.cfg.TestHooks {
+		return s.fail(errorf(ErrUsage, "test hooks are off (WARMPOD_TEST_HOOKS=1)"))
+	}
+	d, err := parseDuration(req.Duration, time.Minute)
+	if err == nil {
+		err = s.Stall(d)
+	}
+	if err != nil {
+		return s.fail(err)
+	}
+	return control.Response{OK: true}
+}
+
+func (s *Supervisor) handleStatus(control.Peer, *control.Request) control.Response {
+	return s.ok(control.Response{Status: s.StatusJSON()})
+}
+
+func (s *Supervisor) handleProbe(_ control.Peer, req *control.Request) control.Response {
+	var err error
+	switch req.Probe {
+	case "live":
+		err = errors.Join(s.Live(), s.Reaping())
+	case "ready":
+		err = errors.Join(s.Ready(), s.ShellUp())
+	default:
+		return s.fail(errorf(ErrUsage, "probe: want live or ready"))
+	}
+	if err != nil {
+		// A failed probe is exit 1, as an exec probe's command fails.
+		return control.Response{Code: 1, Error: err.Error(), State: s.State()}
+	}
+	return s.ok(control.Response{})
 }
 
 // ok completes a successful response with the pod's state.

@@ -1,6 +1,7 @@
 package supervisor
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -453,5 +454,32 @@ func TestOperationsDuringTheDrainAreRefusedAtOnce(t *testing.T) {
 		require.ErrorIs(t, err, idle.ErrDraining)
 		assert.Zero(t, time.Since(start), "answered without waiting")
 		assert.Equal(t, 143, p.exitCode())
+	})
+}
+
+// Handle is the one place where errors become exit codes.
+func TestHandleMapsErrorsToExitCodes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second})
+		synctest.Wait()
+		h := func(req control.Request) control.Response {
+			return p.s.Handle(context.Background(), control.Peer{PID: 2}, &req)
+		}
+		assert.Equal(t, control.ExitUsage, h(control.Request{Op: "nope"}).Code)
+		assert.Equal(t, control.ExitUsage, h(control.Request{Op: control.OpStall}).Code, "test hooks are off")
+		assert.Equal(t, control.ExitDataErr, h(control.Request{Op: control.OpJobStart, Spec: []byte(`{`)}).Code)
+		assert.Equal(t, control.ExitUnavailable, h(control.Request{Op: control.OpJobEnd}).Code)
+		r := h(control.Request{Op: control.OpJobStart, Spec: spec("a")})
+		require.True(t, r.OK, r.Error)
+		assert.Equal(t, "busy", r.State)
+		r = h(control.Request{Op: control.OpJobEnv, Job: "b"})
+		assert.Equal(t, control.ExitTempFail, r.Code, "a call for another job: 75")
+		assert.Contains(t, r.Error, `job "b"`)
+		assert.Equal(t, control.ExitUsage, h(control.Request{Op: control.OpJobWait, Stage: "x", Duration: "soon"}).Code)
+		assert.Equal(t, control.ExitUnavailable, h(control.Request{Op: control.OpJobWait, Stage: "x"}).Code)
+		assert.Equal(t, 0, h(control.Request{Op: control.OpProbe, Probe: "live"}).Code)
+		assert.Equal(t, 1, h(control.Request{Op: control.OpProbe, Probe: "ready"}).Code, "busy: not ready")
+		assert.Equal(t, control.ExitUsage, h(control.Request{Op: control.OpProbe, Probe: "deep"}).Code)
+		assert.Equal(t, 143, p.stop())
 	})
 }
