@@ -411,7 +411,10 @@ func runcLoopWait(c *cfg, res *Results) {
 	logf("   job loop: %d jobs in %.0f s", c.warm.loopN, c.warm.loopSecs)
 }
 
-// benchRunc: metrics 7, 8 and 9 against the warm container.
+// benchRunc: metrics 7, 8 and 9 against the warm container: probe
+// latency idle and under load, the runc exec floor, hand-overs interleaved
+// with cold starts and attach-mode starts, and PID 1's memory over the
+// jobs.
 func benchRunc(c *cfg, res *Results) {
 	if c.warm == nil {
 		runcSetup(c, res)
@@ -428,40 +431,58 @@ func benchRunc(c *cfg, res *Results) {
 	if st.loopErr != nil {
 		res.errorf("handover", "job loop: %v", st.loopErr)
 	}
-	loopDone, loopSecs, snap2 := st.loopN, st.loopSecs, st.snap2
-	st.jobsDone += loopDone
-	if loopDone < c.loopJobs && st.loopErr == nil {
-		res.note("the in-container job loop stopped at %d of %d jobs: its %s time cap was reached (machine load)", loopDone, c.loopJobs, c.loopCap)
+	st.jobsDone += st.loopN
+	if st.loopN < c.loopJobs && st.loopErr == nil {
+		res.note("the in-container job loop stopped at %d of %d jobs: its %s time cap was reached (machine load)", st.loopN, c.loopJobs, c.loopCap)
 	}
+	probeRows(c, ct, res, "idle")
+	floor := execFloor(ct, res)
+	lat := handovers(c, st, res)
+	// 7b: probes while a stage burns both cores.
+	if err := loadJob(ct, func() { probeRows(c, ct, res, "under load") }); err != nil {
+		res.errorf("probe", "under load: %v", err)
+	}
+	st.jobsDone++
+	time.Sleep(time.Second)
+	snap3, err := ct.snap(st.jobsDone)
+	if err != nil {
+		res.errorf("handover", "snapshot: %v", err)
+	}
+	st.heap = append(st.heap, fmt.Sprintf("after %d jobs: %s", snap3.Jobs, lastGCLine(c)))
+	res.raw("pid1_after_jobs", []memSnap{st.snap1, st.snap100, st.snap2, snap3})
+	res.raw("pid1_gctrace", st.heap)
+	handoverRows(res, lat, floor)
+	memoryRows(res, st, snap3)
+}
 
-	// 7a: probes, idle.
-	probeRun := func(cond string) {
-		for _, ep := range []string{"/livez", "/readyz"} {
-			lat, codes, err := probeLatencies(ct.url+ep, c.probeReqs)
-			if err != nil {
-				res.errorf("probe", "%s %s: %v after %d requests", ep, cond, err, len(lat))
-			}
-			if len(lat) == 0 {
-				continue
-			}
-			row := newRow("probe_"+strings.TrimPrefix(ep, "/")+"_"+strings.ReplaceAll(cond, " ", "_"), "warmpod", fmt.Sprintf("GET %s, %s: p50 / p99 / max", ep, cond), "ms", true, fmt.Sprintf("%s sequential, keep-alive", commas(int64(len(lat)))))
-			row.set("warmpod", pct(lat, 99))
-			row.Cells = map[string]string{"warmpod": fmt.Sprintf("%s / %s / %s", fmtVal(pct(lat, 50), "ms"), fmtVal(pct(lat, 99), "ms"), fmtVal(maxOf(lat), "ms"))}
-			row.Raw["p50_p90_p99_p999_max"] = []float64{pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 99.9), maxOf(lat)}
-			if cond == "under load" {
-				row.Target = "p99 ≤ 10 ms, none > 1 s"
-				row.check(pct(lat, 99) <= 10 && countAbove(lat, 1000) == 0)
-			}
-			row.Note = fmt.Sprintf("status codes %v; %d of %d over 1 s (the kubelet's default timeoutSeconds).", codes, countAbove(lat, 1000), len(lat))
-			if cond == "under load" {
-				row.Note += " Load: a job whose detached stage runs `sh -c 'while :; do :; done & while :; do :; done'` (both cores busy; /readyz answers 503 because the pod is busy), started 1 s before."
-			}
-			res.add(row)
+// probeRows measures /livez and /readyz latency under cond (metric 7).
+func probeRows(c *cfg, ct *container, res *Results, cond string) {
+	for _, ep := range []string{"/livez", "/readyz"} {
+		lat, codes, err := probeLatencies(ct.url+ep, c.probeReqs)
+		if err != nil {
+			res.errorf("probe", "%s %s: %v after %d requests", ep, cond, err, len(lat))
 		}
+		if len(lat) == 0 {
+			continue
+		}
+		row := newRow("probe_"+strings.TrimPrefix(ep, "/")+"_"+strings.ReplaceAll(cond, " ", "_"), "warmpod", fmt.Sprintf("GET %s, %s: p50 / p99 / max", ep, cond), "ms", true, fmt.Sprintf("%s sequential, keep-alive", commas(int64(len(lat)))))
+		row.set("warmpod", pct(lat, 99))
+		row.Cells = map[string]string{"warmpod": fmt.Sprintf("%s / %s / %s", fmtVal(pct(lat, 50), "ms"), fmtVal(pct(lat, 99), "ms"), fmtVal(maxOf(lat), "ms"))}
+		row.Raw["p50_p90_p99_p999_max"] = []float64{pct(lat, 50), pct(lat, 90), pct(lat, 99), pct(lat, 99.9), maxOf(lat)}
+		if cond == "under load" {
+			row.Target = "p99 ≤ 10 ms, none > 1 s"
+			row.check(pct(lat, 99) <= 10 && countAbove(lat, 1000) == 0)
+		}
+		row.Note = fmt.Sprintf("status codes %v; %d of %d over 1 s (the kubelet's default timeoutSeconds).", codes, countAbove(lat, 1000), len(lat))
+		if cond == "under load" {
+			row.Note += " Load: a job whose detached stage runs `sh -c 'while :; do :; done & while :; do :; done'` (both cores busy; /readyz answers 503 because the pod is busy), started 1 s before."
+		}
+		res.add(row)
 	}
-	probeRun("idle")
+}
 
-	// runc exec floor.
+// execFloor is 20 bare `runc exec CTR true` runs, in ms.
+func execFloor(ct *container, res *Results) []float64 {
 	var floor []float64
 	for i := 0; i < 20; i++ {
 		t := time.Now()
@@ -472,7 +493,18 @@ func benchRunc(c *cfg, res *Results) {
 		floor = append(floor, ms(time.Since(t)))
 	}
 
-	// 8 + 9: hand-overs, interleaved with cold starts and attach-mode starts.
+	return floor
+}
+
+// handoverLat are the latencies of the hand-over runs, in ms.
+type handoverLat struct {
+	start, end, cold, coldRun, attach []float64
+}
+
+// handovers runs the warm jobs (metric 8), interleaved with cold starts
+// and attach-mode starts (metric 9).
+func handovers(c *cfg, st *runcState, res *Results) handoverLat {
+	ct := st.ct
 	cold, coldErr := newColdRunner(c, ct)
 	if coldErr != nil {
 		res.errorf("cold", "%v", coldErr)
@@ -514,20 +546,12 @@ func benchRunc(c *cfg, res *Results) {
 			}
 		}
 	}
-	// 7b: probes while a stage burns both cores.
-	if err := loadJob(ct, func() { probeRun("under load") }); err != nil {
-		res.errorf("probe", "under load: %v", err)
-	}
-	st.jobsDone++
-	time.Sleep(time.Second)
-	snap3, err := ct.snap(st.jobsDone)
-	if err != nil {
-		res.errorf("handover", "snapshot: %v", err)
-	}
-	st.heap = append(st.heap, fmt.Sprintf("after %d jobs: %s", snap3.Jobs, lastGCLine(c)))
-	res.raw("pid1_after_jobs", []memSnap{st.snap1, st.snap100, snap2, snap3})
-	res.raw("pid1_gctrace", st.heap)
+	return handoverLat{startLat, endLat, coldLat, coldRunLat, attachLat}
+}
 
+// handoverRows reports the hand-over and warm-vs-cold rows.
+func handoverRows(res *Results, lat handoverLat, floor []float64) {
+	startLat, endLat, coldLat, coldRunLat, attachLat := lat.start, lat.end, lat.cold, lat.coldRun, lat.attach
 	stRow := newRow("job_start_first_byte", "warmpod", "`job start` → first byte of a stage's output (2 runc execs)", "ms", true, fmt.Sprintf("%d jobs", len(startLat)))
 	stRow.set("warmpod", median(startLat))
 	stRow.Cells = map[string]string{"warmpod": fmt.Sprintf("%s (p99 %s)", fmtVal(median(startLat), "ms"), fmtVal(pct(startLat, 99), "ms"))}
@@ -569,6 +593,11 @@ func benchRunc(c *cfg, res *Results) {
 		res.add(r)
 	}
 
+}
+
+// memoryRows reports PID 1's RSS and fds over the jobs.
+func memoryRows(res *Results, st *runcState, snap3 memSnap) {
+	snap2, loopDone, loopSecs := st.snap2, st.loopN, st.loopSecs
 	if st.snap1.RSS > 0 && snap2.RSS > 0 {
 		mr := newRow("rss_growth", "warmpod", fmt.Sprintf("PID 1 VmRSS after %s jobs vs after 1", commas(int64(snap2.Jobs))), "KiB", true, "1 reading each")
 		mr.RefName = "after 1 job"
