@@ -132,7 +132,7 @@ func (s *Supervisor) handleJobPut(peer control.Peer, req *control.Request) contr
 
 func (s *Supervisor) handleJobRenew(_ control.Peer, req *control.Request) control.Response {
 	if err := s.Renew(req.Job); err != nil {
-		return s.fail(err)
+		return s.fail(fmt.Errorf("job %q: %w", req.Job, err))
 	}
 	return s.ok(control.Response{Job: req.Job})
 }

@@ -244,6 +244,8 @@ func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error
 		j.phase = phaseEnding
 		puts = j.inflight()
 	}
+	// From here until the sweep is done, a SIGTERM is not forwarded: the
+	// sweep sends every job process (the shell's group included) its TERM.
 	s.sweeping = true
 	n := 0
 	s.work("job end", func() {
@@ -253,6 +255,7 @@ func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error
 		// Uploads of this job die with it: none may land in the next job.
 		s.stopPuts(j, puts)
 		n = s.killJobProcesses(peer, s.cfg.Grace)
+		s.post(func() { s.sweeping = false })
 		s.wipe(j)
 		s.fx.Shell.SetDiscardInput(s.cfg.IgnoreIdleStdin)
 	}, func() {
@@ -319,6 +322,7 @@ func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) (End
 			s.fx.Shell.Freeze(nil)
 			s.stopPuts(j, puts) // an upload must not land after the wipe below
 			n = s.killJobProcesses(peer, grace)
+			s.post(func() { s.sweeping = false })
 			// No job code runs from here on: the executor's copies of
 			// the token go now, not at the job end that may never come.
 			s.wipeCleanupPaths(j)

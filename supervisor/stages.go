@@ -149,6 +149,8 @@ func (s *Supervisor) startStage(jobID, name string, argv []string, dir, digest s
 	if fi, err := log.Stat(); err == nil {
 		st.logStart = fi.Size()
 	}
+	// Read before the fork: an OOM kill of the stage after it counts.
+	oomBefore := oomKills(s.cfg.CgroupRoot)
 	pid, exitCh, err := s.spawnStage(j, argv, dir, log)
 	if err != nil {
 		fmt.Fprintf(log, "warmpod: stage %s: %v\n", name, err)
@@ -157,7 +159,6 @@ func (s *Supervisor) startStage(jobID, name string, argv []string, dir, digest s
 		return Stage{Job: j.id, Status: b}, nil
 	}
 	st.pid = pid
-	oomBefore := oomKills(s.cfg.CgroupRoot)
 	go func() {
 		ex := <-exitCh
 		sig := ""
@@ -268,6 +269,9 @@ func (s *Supervisor) WaitStage(name string, timeout time.Duration) (Stage, error
 	case <-f.st.done:
 	case <-t.C:
 		err = errorf(ErrStillRunning, "stage %q still running after %s", name, timeout)
+	case <-s.stopped:
+		// The loop ended: no outcome will be recorded any more.
+		return Stage{}, errorf(ErrExiting, "%v", ErrExiting)
 	}
 	b, cerr := call(s, false, func(reply func([]byte, error)) {
 		b, _ := json.Marshal(f.st.view())

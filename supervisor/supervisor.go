@@ -365,7 +365,16 @@ func (s *Supervisor) onSignal(sig unix.Signal) {
 		// Draining: the shutdown sweep decides what each process gets.
 	case sig == unix.SIGTERM:
 		s.log.Info("SIGTERM: shutting down", "grace", s.cfg.Grace)
-		s.fx.Shell.Freeze(nil) // a shell that exits on TERM is not replaced
+		// A shell that exits on TERM is not replaced. Freeze waits for a
+		// shell swap in progress, and a worker's swap waits for the old
+		// shell to be reaped, which only this loop does: while a worker
+		// runs, freeze from a goroutine of its own (the shutdown worker,
+		// which comes after that one, freezes again anyway).
+		if s.working != "" {
+			go s.fx.Shell.Freeze(nil)
+		} else {
+			s.fx.Shell.Freeze(nil)
+		}
 		// A job-end sweep in progress has sent (or is sending) SIGTERM
 		// to every job process, the shell's group included: forwarding
 		// now would be a second one.
