@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -130,6 +131,7 @@ type Server struct {
 	conns    chan struct{} // at most MaxConns connections open
 	slots    chan struct{} // at most MaxConcurrent requests being handled
 	buffered atomic.Int64  // bytes of request lines being read, at most FrameBudget
+	ino      uint64        // the socket file's inode, for Close
 }
 
 // MaxConns bounds the control connections PID 1 keeps open at once, each
@@ -158,7 +160,8 @@ const FrameBudget = 16 << 20
 // below it but not list it — a stale socket file is removed, and the socket
 // gets mode 0600, so only PID 1's uid (and root) can connect (connect(2)
 // needs write permission on the socket file; SO_PEERCRED is checked as
-// well). Errors are those of mkdir, chmod, remove and listen.
+// well). Errors: ErrInUse when a server answers on path already (a stale
+// socket is replaced); those of mkdir, chmod, remove and listen.
 func Listen(path string, h Handler, log hclog.Logger) (*Server, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
@@ -171,14 +174,37 @@ func Listen(path string, h Handler, log hclog.Logger) (*Server, error) {
 		if st.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("control socket %s: exists and is not a socket", path)
 		}
+		// A socket that answers belongs to a running warmpod (PID 1,
+		// when this is a second one started by mistake inside the
+		// container): taking it over would cut PID 1 off from every
+		// client. Only a stale one is removed.
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("control socket %s: %w", path, ErrInUse)
+		}
 		_ = os.Remove(path)
 	}
 	ln, err := listenPrivate(path)
 	if err != nil {
 		return nil, err
 	}
-	return &Server{path: path, ln: ln, handler: h, log: log, uid: os.Geteuid(),
-		conns: make(chan struct{}, MaxConns), slots: make(chan struct{}, MaxConcurrent)}, nil
+	s := &Server{path: path, ln: ln, handler: h, log: log, uid: os.Geteuid(),
+		conns: make(chan struct{}, MaxConns), slots: make(chan struct{}, MaxConcurrent)}
+	if st, err := os.Lstat(path); err == nil {
+		s.ino = inode(st)
+	}
+	return s, nil
+}
+
+// ErrInUse reports that another server answers on the control socket.
+var ErrInUse = errors.New("in use by a running warmpod")
+
+// inode is st's inode number (0 when unknown).
+func inode(st os.FileInfo) uint64 {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return sys.Ino
+	}
+	return 0
 }
 
 // listenPrivate binds a unix socket at path with mode 0600 from its
@@ -210,6 +236,10 @@ func listenPrivate(path string) (*net.UnixListener, error) {
 	}
 	return ln, nil
 }
+
+// SetHandler sets the handler of a server made with a nil one, before
+// Serve: the socket can be claimed before what serves it exists.
+func (s *Server) SetHandler(h Handler) { s.handler = h }
 
 // Serve accepts connections until Close. It returns nil after Close.
 func (s *Server) Serve(ctx context.Context) error {
@@ -247,7 +277,11 @@ func (s *Server) Serve(ctx context.Context) error {
 // flight.
 func (s *Server) Close() error {
 	err := s.ln.Close()
-	_ = os.Remove(s.path)
+	// Remove the socket only if it is still this server's: never the
+	// one a later server made at the same path.
+	if st, lerr := os.Lstat(s.path); lerr == nil && s.ino != 0 && inode(st) == s.ino {
+		_ = os.Remove(s.path)
+	}
 	s.wg.Wait()
 	return err
 }

@@ -90,3 +90,32 @@ func TestCallUnreachable(t *testing.T) {
 	_, err := Call(context.Background(), filepath.Join(t.TempDir(), "none.sock"), &Request{Op: OpStatus})
 	require.Error(t, err)
 }
+
+// A second warmpod started by mistake in a pod must not take over the
+// socket of the one that runs: Listen refuses a socket that answers, and
+// replaces one that does not.
+func TestListenRefusesALiveSocket(t *testing.T) {
+	path := startServer(t, func(context.Context, Peer, *Request) Response { return Response{OK: true} })
+	_, err := Listen(path, nil, hclog.NewNullLogger())
+	require.ErrorIs(t, err, ErrInUse)
+	resp, err := Call(context.Background(), path, &Request{Op: OpStatus})
+	require.NoError(t, err, "the first server still answers")
+	require.True(t, resp.OK)
+
+	// A stale socket (its server gone without removing it) is replaced.
+	stale := filepath.Join(t.TempDir(), "stale.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	require.NoError(t, err)
+	ln.SetUnlinkOnClose(false)
+	require.NoError(t, ln.Close())
+	srv, err := Listen(stale, nil, hclog.NewNullLogger())
+	require.NoError(t, err)
+	// Close removes the socket only while it is still its own.
+	require.NoError(t, os.Remove(stale))
+	other, err := net.ListenUnix("unix", &net.UnixAddr{Name: stale, Net: "unix"})
+	require.NoError(t, err)
+	defer other.Close()
+	require.NoError(t, srv.Close())
+	_, err = os.Lstat(stale)
+	require.NoError(t, err, "another server's socket is left alone")
+}

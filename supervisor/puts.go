@@ -45,15 +45,17 @@ type inflightPut struct {
 // later job; when the writer dies on its own, tmp is removed too.
 //
 // Errors: ErrInvalid when tmp is not a put temporary file or lies in PID
-// 1's logs directory or in RuntimeDir; idle.ErrNoJob; ErrCancelled; idle.ErrWrongJob;
+// 1's logs directory, in RuntimeDir, or in the jobs directory outside this
+// job's own directory; idle.ErrNoJob; ErrCancelled; idle.ErrWrongJob;
 // ErrRefused when the job has maxPuts writes in flight; an internal error
 // when the caller cannot be pinned.
 func (s *Supervisor) StartPut(jobID string, peer int, tmp string) (JobInfo, error) {
 	if !filepath.IsAbs(tmp) || filepath.Clean(tmp) != tmp || !joblog.IsTempName(filepath.Base(tmp)) {
 		return JobInfo{}, errorf(ErrInvalid, "job put: not a put temporary file path")
 	}
-	if d := filepath.Dir(tmp); d == s.cfg.LogsDir || strings.HasPrefix(d, s.cfg.LogsDir+"/") || d == s.cfg.RuntimeDir {
-		return JobInfo{}, errorf(ErrInvalid, "job put: %s is in PID 1's runtime directory", filepath.Dir(tmp))
+	d := filepath.Dir(tmp)
+	if d == s.cfg.RuntimeDir || within(d, s.cfg.LogsDir) || d == s.cfg.JobsDir {
+		return JobInfo{}, errorf(ErrInvalid, "job put: %s is in PID 1's runtime directory", d)
 	}
 	return call(s, true, func(reply func(JobInfo, error)) {
 		j, err := s.current(jobID)
@@ -63,6 +65,12 @@ func (s *Supervisor) StartPut(jobID string, peer int, tmp string) (JobInfo, erro
 			return
 		case j.cancelled:
 			reply(JobInfo{}, errorf(ErrCancelled, "job cancelled: only status, logs and end remain"))
+			return
+		case within(d, s.cfg.JobsDir) && !within(d, j.dir):
+			// The jobs directory is PID 1's; of it, a put may write in
+			// this job's own directory only (a file there is wiped at
+			// job end; anywhere else it would outlive the job).
+			reply(JobInfo{}, errorf(ErrInvalid, "job put: %s is in PID 1's runtime directory, outside this job's", d))
 			return
 		case len(j.puts) >= maxPuts:
 			reply(JobInfo{}, errorf(ErrRefused, "job put: too many writes in flight for this job"))
@@ -81,6 +89,11 @@ func (s *Supervisor) StartPut(jobID string, peer int, tmp string) (JobInfo, erro
 		go s.watchPut(j.id, p, func() { delete(j.puts, p) })
 		reply(JobInfo{ID: j.id, User: s.jobUser()}, nil)
 	})
+}
+
+// within tells whether path is dir or below it (both clean).
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, dir+"/")
 }
 
 // watchPut waits for the writer to exit, removes its temporary file (gone

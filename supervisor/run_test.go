@@ -387,6 +387,12 @@ func TestPutWriterDiesWithItsJob(t *testing.T) {
 		require.NoError(t, err)
 		_, err = p.s.StartPut("a", writer, "/tmp/out")
 		require.ErrorIs(t, err, ErrInvalid)
+		for _, dir := range []string{p.cfg.JobsDir, p.cfg.JobsDir + "/b", p.cfg.LogsDir} {
+			_, err = p.s.StartPut("a", writer, dir+"/.x.tmp-0123456789abcdef")
+			require.ErrorIs(t, err, ErrInvalid, "a put into %s", dir)
+		}
+		_, err = p.s.StartPut("a", writer, p.cfg.JobsDir+"/a/.x.tmp-0123456789abcdef")
+		require.NoError(t, err, "the job's own directory")
 		_, err = p.s.EndJob("a", 0)
 		require.NoError(t, err)
 		assert.False(t, p.w.alive(writer), "...but not when it writes for the job")

@@ -191,7 +191,18 @@ func pid1(args []string) int {
 	}
 	defer closeLog()
 	harden(log)
-	// Bind the probe port first: the kubelet may probe as soon as the
+	srv, err := control.Listen(c.socket, nil, log.Named("control"))
+	switch {
+	case errors.Is(err, control.ErrInUse):
+		// `warmpod` run inside a pod that has one (a mistyped
+		// subcommand): a second PID 1 would take the pod's clients.
+		fmt.Fprintf(os.Stderr, "warmpod: %v: not starting a second one (a client command is: warmpod job|probe|status|debug|install|version)\n", err)
+		return control.ExitUnavailable
+	case err != nil:
+		log.Error("control socket unavailable: job hand-over disabled", "path", c.socket, "error", err)
+		srv = nil
+	}
+	// Bind the probe port next: the kubelet may probe as soon as the
 	// container starts, and a refused connection is a failed probe.
 	var probeLn net.Listener
 	if c.probeAddr != "" {
@@ -202,9 +213,12 @@ func pid1(args []string) int {
 	sup, err := newSupervisor(c, log)
 	if err != nil {
 		log.Error("cannot start", "error", err)
+		if srv != nil {
+			_ = srv.Close()
+		}
 		return control.ExitSoftware
 	}
-	return serve(c, sup, probeLn, log)
+	return serve(c, sup, srv, probeLn, log)
 }
 
 // newSupervisor builds the supervisor with its real effects: the shell
@@ -239,13 +253,11 @@ func newSupervisor(c pid1Config, log hclog.Logger) (*supervisor.Supervisor, erro
 
 // serve runs the control socket and the probe server beside the
 // supervisor until it returns PID 1's exit status.
-func serve(c pid1Config, sup *supervisor.Supervisor, probeLn net.Listener, log hclog.Logger) int {
+func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeLn net.Listener, log hclog.Logger) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := control.Listen(c.socket, sup.Handle, log.Named("control"))
-	if err != nil {
-		log.Error("control socket unavailable: job hand-over disabled", "path", c.socket, "error", err)
-	} else {
+	if srv != nil {
+		srv.SetHandler(sup.Handle)
 		go func() { _ = srv.Serve(ctx) }()
 		defer srv.Close()
 	}
