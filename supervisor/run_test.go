@@ -403,7 +403,7 @@ func TestPutWriterDiesWithItsJob(t *testing.T) {
 	})
 }
 
-func TestContextCancelDrains(t *testing.T) {
+func TestCommandExitDrainsWithItsStatus(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := startPod(t, Config{Grace: time.Second})
 		synctest.Wait()
