@@ -268,9 +268,6 @@ func (r Runtime) Run(id, bundle string, stdio IO) (*Container, error) {
 	}
 }
 
-// Done is closed when `runc run` has returned.
-func (c *Container) Done() <-chan struct{} { return c.done }
-
 // Exited tells whether `runc run` has returned.
 func (c *Container) Exited() bool {
 	select {
