@@ -651,10 +651,14 @@ func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 				case <-tick.C:
 				}
 				t0 := time.Now()
-				var dialed time.Duration
+				// The transport may dial on its own goroutine and
+				// finish that dial after Do has returned (an idle
+				// connection won the race), so the hooks write an
+				// atomic.
+				var dialed atomic.Int64
 				trace := &httptrace.ClientTrace{
-					ConnectStart: func(string, string) { dialed = -time.Since(t0) },
-					ConnectDone:  func(string, string, error) { dialed += time.Since(t0) },
+					ConnectStart: func(string, string) { dialed.Add(-int64(time.Since(t0))) },
+					ConnectDone:  func(string, string, error) { dialed.Add(int64(time.Since(t0))) },
 				}
 				req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, w.URL("/livez"), nil)
 				resp, err := client.Do(req)
@@ -666,11 +670,10 @@ func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 					res.errors++
 				default:
 					res.lat = append(res.lat, d)
-					res.dials++
-					if dialed == 0 {
-						res.dials--
+					if d := time.Duration(dialed.Load()); d != 0 {
+						res.dials++
+						res.dialMax = max(res.dialMax, d)
 					}
-					res.dialMax = max(res.dialMax, dialed)
 				}
 				mu.Unlock()
 				if err == nil {
