@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -20,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
 
@@ -124,7 +124,7 @@ type Server struct {
 	path    string
 	ln      *net.UnixListener
 	handler Handler
-	log     hclog.Logger
+	log     *slog.Logger
 	uid     int
 
 	wg       sync.WaitGroup
@@ -162,7 +162,7 @@ const FrameBudget = 16 << 20
 // needs write permission on the socket file; SO_PEERCRED is checked as
 // well). Errors: ErrInUse when a server answers on path already (a stale
 // socket is replaced); those of mkdir, chmod, remove and listen.
-func Listen(path string, h Handler, log hclog.Logger) (*Server, error) {
+func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, err

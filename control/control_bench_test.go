@@ -2,11 +2,11 @@ package control_test
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/warmpod/warmpod/control"
 )
 
@@ -17,7 +17,7 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "c.sock")
 	srv, err := control.Listen(path, func(context.Context, control.Peer, *control.Request) control.Response {
 		return control.Response{OK: true, State: "idle"}
-	}, hclog.NewNullLogger())
+	}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -475,8 +475,8 @@ func TestProtocolClaimAcrossIdleDeadline(t *testing.T) {
 		// Second witness, warmpod's own log: every job started was ended
 		// before PID 1 exited.
 		logs := w.Stderr()
-		for _, m := range regexp.MustCompile(`job started: job=(\S+)`).FindAllStringSubmatch(logs, -1) {
-			assert.Contains(t, logs, "job ended: job="+m[1]+" ", "rep %d: job %s started but never ended before exit:\n%s", rep, m[1], logs)
+		for _, m := range regexp.MustCompile(`msg="job started" job=(\S+)`).FindAllStringSubmatch(logs, -1) {
+			assert.Contains(t, logs, `msg="job ended" job=`+m[1]+" ", "rep %d: job %s started but never ended before exit:\n%s", rep, m[1], logs)
 		}
 	}
 	t.Logf("claims won %d, refused (69) %d, pod gone before the claim arrived %d", won, refused, late)

@@ -10,14 +10,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 )
 
 // Result is the outcome of DeleteSelf, a short word fit for logs and the
@@ -86,9 +85,9 @@ var backoff = [...]time.Duration{1 * time.Second, 3 * time.Second}
 // otherwise (the API server's Status message included, the token never).
 // ctx bounds the whole call (it is also cut to the 10 s budget). log may be
 // nil.
-func (c Config) DeleteSelf(ctx context.Context, log hclog.Logger) (Result, error) {
+func (c Config) DeleteSelf(ctx context.Context, log *slog.Logger) (Result, error) {
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = slog.New(slog.DiscardHandler)
 	}
 	p := c.Pod
 	log = log.With("pod", p.Namespace+"/"+p.Name, "uid", p.UID)

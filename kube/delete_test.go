@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"io"
 	"log"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -24,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 )
 
@@ -201,7 +201,7 @@ func TestDeleteSelf(t *testing.T) {
 			script: []reply{{code: 403, body: status(403, "Forbidden",
 				`pods "warm-1" is forbidden: User "system:serviceaccount:ci:warmpod" cannot delete resource "pods" in API group "" in the namespace "ci"`)}},
 			want: Forbidden, wantErr: "missing RBAC rule", wantTries: 1,
-			wantLog: []string{"[ERROR]", "missing RBAC rule: `delete` on `pods` (apiGroup core) in namespace ci for service account warmpod (system:serviceaccount:ci:warmpod)", "cannot delete resource"},
+			wantLog: []string{"level=ERROR", "missing RBAC rule: `delete` on `pods` (apiGroup core) in namespace ci for service account warmpod (system:serviceaccount:ci:warmpod)", "cannot delete resource"},
 		},
 		{
 			name:   "500 three times fails after exactly 3 tries",
@@ -252,7 +252,7 @@ func TestDeleteSelf(t *testing.T) {
 			}
 			var sleeps []time.Duration
 			var logBuf bytes.Buffer
-			logger := hclog.New(&hclog.LoggerOptions{Output: &logBuf, Level: hclog.Trace})
+			logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			c := Config{
 				Host: host, TokenFile: tokenFile, CAFile: caFile,
 				Pod:   Identity{Name: testName, Namespace: testNS, UID: testUID},

@@ -10,12 +10,11 @@ package probe
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 )
 
 // Check is one named health check. Fn must be cheap and must not block on
@@ -29,15 +28,15 @@ type Check struct {
 type Handler struct {
 	live, ready []Check
 	status      func() []byte
-	log         hclog.Logger
+	log         *slog.Logger
 }
 
 // NewHandler returns a handler with the given liveness and readiness
 // checks; status returns the JSON document served at /status (nil
 // disables it).
-func NewHandler(live, ready []Check, status func() []byte, log hclog.Logger) *Handler {
+func NewHandler(live, ready []Check, status func() []byte, log *slog.Logger) *Handler {
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = slog.New(slog.DiscardHandler)
 	}
 	return &Handler{live: live, ready: ready, status: status, log: log}
 }
@@ -113,7 +112,7 @@ func splitPath(p string) (kind, single string, ok bool) {
 // excluded name that matches no check, and a last line "<kind> check
 // passed|failed". It returns 200 or 503. Failure reasons go to log, never
 // to the body. The body is at most 1 KiB.
-func Evaluate(kind string, checks []Check, verbose bool, exclude []string, log hclog.Logger) (int, []byte) {
+func Evaluate(kind string, checks []Check, verbose bool, exclude []string, log *slog.Logger) (int, []byte) {
 	excluded := make(map[string]bool, len(exclude))
 	for _, e := range exclude {
 		for _, n := range strings.Split(e, ",") {
@@ -171,7 +170,7 @@ func truncate(s string, n int) string {
 // every probe). Timeouts keep a slow or hostile client from holding a
 // connection: ReadHeaderTimeout 2s, WriteTimeout 5s, 4 KiB of headers.
 // After ctx is done it returns nil.
-func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, log hclog.Logger) error {
+func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger) error {
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 2 * time.Second,
@@ -179,7 +178,7 @@ func ServeListener(ctx context.Context, ln net.Listener, h http.Handler, log hcl
 		WriteTimeout:      5 * time.Second,
 		IdleTimeout:       30 * time.Second,
 		MaxHeaderBytes:    4 << 10,
-		ErrorLog:          log.StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Debug}),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.Serve(ln) }()

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 )
 
@@ -58,7 +58,7 @@ func TestBodies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := NewHandler(tt.live, nil, nil, hclog.NewNullLogger())
+			h := NewHandler(tt.live, nil, nil, slog.New(slog.DiscardHandler))
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.target, nil))
 			require.Equal(t, tt.wantCode, rec.Code)
@@ -101,7 +101,9 @@ func TestServeListenerOnLoopback(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeListener(ctx, ln, NewHandler(checks(), nil, nil, nil), hclog.NewNullLogger()) }()
+	go func() {
+		done <- ServeListener(ctx, ln, NewHandler(checks(), nil, nil, nil), slog.New(slog.DiscardHandler))
+	}()
 	c := http.Client{Timeout: 2 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := c.Get("http://" + ln.Addr().String() + "/livez")
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 )
 
@@ -73,7 +73,7 @@ type Config struct {
 	// Reaper starts every child. Required.
 	Reaper *Reaper
 	// Log receives lifecycle messages; never the shell's output.
-	Log hclog.Logger
+	Log *slog.Logger
 }
 
 // Proxy owns the current underlying shell. All methods are safe for
@@ -125,7 +125,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, errors.New("shellproxy: nil reaper")
 	}
 	if cfg.Log == nil {
-		cfg.Log = hclog.NewNullLogger()
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.SwapTimeout <= 0 {
 		cfg.SwapTimeout = time.Second

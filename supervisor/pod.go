@@ -3,9 +3,9 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/warmpod/warmpod/kube"
 )
 
@@ -26,7 +26,7 @@ type KubePod struct {
 	// Getenv reads the downward-API environment (os.Getenv).
 	Getenv func(string) string
 	// Log receives what happened.
-	Log hclog.Logger
+	Log *slog.Logger
 }
 
 // Terminated writes m where the kubelet reads it; a missing file means
@@ -59,7 +59,7 @@ func (p KubePod) DeleteSelf(ctx context.Context) {
 		}
 		return
 	}
-	res, err := cfg.DeleteSelf(ctx, p.Log.Named("kube"))
+	res, err := cfg.DeleteSelf(ctx, p.Log.With("component", "kube"))
 	if err != nil {
 		p.Log.Warn("self-deletion", "result", string(res), "error", err)
 		return

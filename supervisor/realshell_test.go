@@ -2,11 +2,11 @@ package supervisor
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/warmpod/warmpod/shellproxy"
@@ -36,7 +36,7 @@ func TestSIGTERMDuringAShellSwap(t *testing.T) {
 		Respawn:     true,
 		SwapTimeout: 2 * time.Second,
 		Reaper:      reaper,
-		Log:         hclog.NewNullLogger(),
+		Log:         slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
 	dir := t.TempDir()

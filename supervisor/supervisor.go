@@ -20,12 +20,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/warmpod/warmpod/idle"
 	"github.com/warmpod/warmpod/kube"
 	"github.com/warmpod/warmpod/shellproxy"
@@ -94,7 +94,7 @@ type Config struct {
 // Supervisor runs PID 1. Create with New, then Run.
 type Supervisor struct {
 	cfg Config
-	log hclog.Logger
+	log *slog.Logger
 	fx  Effects
 
 	ops     chan op       // requests for the loop (control handlers, watchers)
@@ -139,7 +139,7 @@ type snapshot struct {
 
 // New prepares a Supervisor around the given effects: it starts nothing.
 // The effects must all be set.
-func New(cfg Config, fx Effects, log hclog.Logger) *Supervisor {
+func New(cfg Config, fx Effects, log *slog.Logger) *Supervisor {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
@@ -156,7 +156,7 @@ func New(cfg Config, fx Effects, log hclog.Logger) *Supervisor {
 		cfg.Command = []string{"/bin/sh"}
 	}
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = slog.New(slog.DiscardHandler)
 	}
 	now := time.Now()
 	s := &Supervisor{

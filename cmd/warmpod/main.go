@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"os"
@@ -20,7 +21,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/probe"
@@ -191,7 +191,7 @@ func pid1(args []string) int {
 	}
 	defer closeLog()
 	harden(log)
-	srv, err := control.Listen(c.socket, nil, log.Named("control"))
+	srv, err := control.Listen(c.socket, nil, log.With("component", "control"))
 	switch {
 	case errors.Is(err, control.ErrInUse):
 		// `warmpod` run inside a pod that has one (a mistyped
@@ -223,7 +223,7 @@ func pid1(args []string) int {
 
 // newSupervisor builds the supervisor with its real effects: the shell
 // proxy and reaper, /proc, pidfds and the pod's API.
-func newSupervisor(c pid1Config, log hclog.Logger) (*supervisor.Supervisor, error) {
+func newSupervisor(c pid1Config, log *slog.Logger) (*supervisor.Supervisor, error) {
 	reaper := shellproxy.NewReaper()
 	proxy, err := shellproxy.New(shellproxy.Config{
 		Command: c.sup.Command,
@@ -232,7 +232,7 @@ func newSupervisor(c pid1Config, log hclog.Logger) (*supervisor.Supervisor, erro
 		Respawn:    !c.sup.ExitWithCommand,
 		Credential: c.sup.JobUser,
 		Reaper:     reaper,
-		Log:        log.Named("shell"),
+		Log:        log.With("component", "shell"),
 	})
 	if err != nil {
 		return nil, err
@@ -253,7 +253,7 @@ func newSupervisor(c pid1Config, log hclog.Logger) (*supervisor.Supervisor, erro
 
 // serve runs the control socket and the probe server beside the
 // supervisor until it returns PID 1's exit status.
-func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeLn net.Listener, log hclog.Logger) int {
+func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeLn net.Listener, log *slog.Logger) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if srv != nil {
@@ -267,9 +267,9 @@ func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeL
 			live = append(live, probe.Check{Name: "control-socket", Fn: srv.Healthy})
 		}
 		ready := []probe.Check{{Name: "state", Fn: sup.Ready}, {Name: "shell", Fn: sup.ShellUp}}
-		h := probe.NewHandler(live, ready, sup.StatusJSON, log.Named("probe"))
+		h := probe.NewHandler(live, ready, sup.StatusJSON, log.With("component", "probe"))
 		go func() {
-			if err := probe.ServeListener(ctx, probeLn, h, log.Named("probe")); err != nil {
+			if err := probe.ServeListener(ctx, probeLn, h, log.With("component", "probe")); err != nil {
 				log.Error("probe server stopped", "addr", c.probeAddr, "error", err)
 			}
 		}()
@@ -282,7 +282,7 @@ func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeL
 // initProcess makes this process an init: a child subreaper when it is not
 // PID 1 (so orphans are still reaped), inherited ignored signals reset for
 // its children, and every signal delivered to the returned channel.
-func initProcess(log hclog.Logger) chan os.Signal {
+func initProcess(log *slog.Logger) chan os.Signal {
 	if os.Getpid() != 1 {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			log.Warn("not PID 1 and cannot become a child subreaper: orphans will not be reaped", "error", err)
@@ -302,7 +302,7 @@ func initProcess(log hclog.Logger) chan os.Signal {
 // reaches a child, cwd "/", no core
 // dumps and not dumpable, so job code running as another user cannot read
 // PID 1's memory, environment or fds through /proc (prctl(2) PR_SET_DUMPABLE).
-func harden(log hclog.Logger) {
+func harden(log *slog.Logger) {
 	// Descriptors inherited from whoever started PID 1 (a runtime, a test
 	// harness) must not leak into the shell: mark every fd >= 3 close-on-exec.
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -323,9 +323,33 @@ func harden(log hclog.Logger) {
 	}
 }
 
-func newLogger(level, format, file string) (hclog.Logger, func(), error) {
-	lvl := hclog.LevelFromString(level)
-	if lvl == hclog.NoLevel {
+// levelTrace is below slog's Debug as hclog's Trace was: the flag keeps
+// accepting "trace", and nothing in PID 1 logs at it today.
+const levelTrace = slog.LevelDebug - 4
+
+// levelOff is above every level PID 1 logs at.
+const levelOff = slog.LevelError + 100
+
+// newLogger builds PID 1's logger: log/slog's text or JSON handler on
+// stderr, or on file (appended, 0600, close-on-exec so no child inherits
+// it). The returned func closes the file. Errors: an unknown level or
+// format, or the file's open error.
+func newLogger(level, format, file string) (*slog.Logger, func(), error) {
+	var lvl slog.Level
+	switch strings.ToLower(level) {
+	case "trace":
+		lvl = levelTrace
+	case "debug":
+		lvl = slog.LevelDebug
+	case "info":
+		lvl = slog.LevelInfo
+	case "warn":
+		lvl = slog.LevelWarn
+	case "error":
+		lvl = slog.LevelError
+	case "off":
+		lvl = levelOff
+	default:
 		return nil, nil, fmt.Errorf("log level %q: want trace, debug, info, warn, error or off", level)
 	}
 	if format != "text" && format != "json" {
@@ -340,10 +364,14 @@ func newLogger(level, format, file string) (hclog.Logger, func(), error) {
 		}
 		out, closeFn = fh, func() { _ = fh.Close() }
 	}
-	return hclog.New(&hclog.LoggerOptions{
-		Name: "warmpod", Level: lvl, Output: out, JSONFormat: format == "json",
-		DisableTime: false, Color: hclog.ColorOff,
-	}), closeFn, nil
+	if lvl == levelOff {
+		return slog.New(slog.DiscardHandler), closeFn, nil
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(out, opts)), closeFn, nil
+	}
+	return slog.New(slog.NewTextHandler(out, opts)), closeFn, nil
 }
 
 // parseUser parses "UID[:GID]" (numeric: the image may have no

@@ -11,19 +11,19 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/warmpod/warmpod/kube"
 )
 
 func main() {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
-	log := hclog.New(&hclog.LoggerOptions{Name: "selfdelete", Output: os.Stderr, Level: hclog.Debug})
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("component", "selfdelete")
 	c, err := kube.FromEnv(os.Getenv, "")
 	if err != nil {
 		log.Error("no in-cluster config", "error", err)
