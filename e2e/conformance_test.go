@@ -636,7 +636,7 @@ func TestConformanceC15SigpipeStdout(t *testing.T) {
 		rec.set("%s", p.desc())
 		if in == "warmpod" {
 			assert.Equal(t, "exit 0", p.desc(), p.logs())
-			assert.NotEmpty(t, linesContaining(p.stderr.String(), "warmpod:"), "warmpod's log is not on stderr\n%s", p.logs())
+			assert.NotEmpty(t, linesContaining(p.stderr.String(), "msg="), "warmpod's log is not on stderr\n%s", p.logs())
 		}
 	})
 	warmpodOnly(t, "C15-pty", func(t *testing.T, rec *confRecorder) {
