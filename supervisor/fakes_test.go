@@ -240,10 +240,10 @@ func (f *fakeProcs) Clients([]idle.Proc) map[int]bool {
 	w := (*world)(f)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return maps(w.clients)
+	return cloneSet(w.clients)
 }
 
-func maps(m map[int]bool) map[int]bool {
+func cloneSet(m map[int]bool) map[int]bool {
 	out := make(map[int]bool, len(m))
 	for k, v := range m {
 		out[k] = v

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -246,7 +247,8 @@ func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error
 	}
 	// From here until the sweep is done, a SIGTERM is not forwarded: the
 	// sweep sends every job process (the shell's group included) its TERM.
-	s.sweeping = true
+	s.setSweeping(true)
+	termed := maps.Clone(s.termed)
 	n := 0
 	s.work("job end", func() {
 		// No job shell may be respawned with the job's environment from
@@ -254,12 +256,12 @@ func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error
 		s.fx.Shell.Freeze(s.cfg.BaseEnv)
 		// Uploads of this job die with it: none may land in the next job.
 		s.stopPuts(j, puts)
-		n = s.killJobProcesses(peer, s.cfg.Grace)
-		s.post(func() { s.sweeping = false })
+		n = s.killJobProcesses(peer, termed, s.cfg.Grace)
+		s.post(func() { s.setSweeping(false) })
 		s.wipe(j)
 		s.fx.Shell.SetDiscardInput(s.cfg.IgnoreIdleStdin)
 	}, func() {
-		s.sweeping = false
+		s.setSweeping(false)
 		s.job = nil
 		now := time.Now()
 		_ = s.machine.Release(lease.JobID, now)
@@ -283,8 +285,10 @@ func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error
 // killJobProcesses sends SIGTERM (SIGKILL after grace) to every container
 // process except PID 1, warmpod's clients and the ancestry of the client
 // peer (a worker). Daemons that double-forked away were re-parented to
-// PID 1 and are included.
-func (s *Supervisor) killJobProcesses(peer int, grace time.Duration) int {
+// PID 1 and are included. Processes in termed got the pod's SIGTERM
+// already (forwarded just before the sweep began) and are not sent a
+// second one.
+func (s *Supervisor) killJobProcesses(peer int, termed map[int]bool, grace time.Duration) int {
 	keep := map[int]bool{}
 	if procs, err := s.fx.Procs.List(); err == nil {
 		if peer > 1 {
@@ -294,7 +298,7 @@ func (s *Supervisor) killJobProcesses(peer int, grace time.Duration) int {
 			keep[pid] = true
 		}
 	}
-	n := s.fx.Procs.Terminate(func(p idle.Proc) bool { return keep[p.PID] }, nil, grace)
+	n := s.fx.Procs.Terminate(func(p idle.Proc) bool { return keep[p.PID] }, termed, grace)
 	s.fx.Children.Reap()
 	return n
 }
@@ -311,7 +315,8 @@ func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) (End
 			return
 		}
 		j.cancelled = true
-		s.sweeping = true
+		s.setSweeping(true)
+		termed := maps.Clone(s.termed)
 		puts := j.inflight()
 		var stages []<-chan struct{}
 		for _, st := range j.stages {
@@ -321,8 +326,8 @@ func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) (End
 		s.work("job cancel", func() {
 			s.fx.Shell.Freeze(nil)
 			s.stopPuts(j, puts) // an upload must not land after the wipe below
-			n = s.killJobProcesses(peer, grace)
-			s.post(func() { s.sweeping = false })
+			n = s.killJobProcesses(peer, termed, grace)
+			s.post(func() { s.setSweeping(false) })
 			// No job code runs from here on: the executor's copies of
 			// the token go now, not at the job end that may never come.
 			s.wipeCleanupPaths(j)
@@ -331,7 +336,7 @@ func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) (End
 				s.log.Error("cannot restart the job shell", "error", err)
 			}
 		}, func() {
-			s.sweeping = false
+			s.setSweeping(false)
 			s.log.Info("job cancelled", "job", j.id, "terminated", n)
 			reply(Ended{ID: j.id, Status: s.jobStatusJSON(j)}, nil)
 		})

@@ -375,6 +375,80 @@ func TestSignalForwarding(t *testing.T) {
 	})
 }
 
+// The signal thread's path (Forward) applies the same rules as the
+// os/signal path above, and its SIGTERM drains the pod.
+func TestSignalThreadForwards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: time.Second})
+		synctest.Wait()
+		shell := p.w.ShellPID()
+		for _, sig := range []unix.Signal{unix.SIGHUP, unix.SIGPIPE, unix.SIGURG, unix.SIGCHLD, unix.SIGWINCH, unix.SIGTERM} {
+			p.s.Forward(sig)
+		}
+		assert.Equal(t, 143, p.exitCode())
+		assert.Equal(t, []unix.Signal{unix.SIGHUP, unix.SIGWINCH, unix.SIGTERM}, p.w.signalsTo(shell))
+	})
+}
+
+// A SIGTERM the signal thread takes during a job end is not forwarded,
+// as on the loop's path.
+func TestSignalThreadSIGTERMDuringJobEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: 10 * time.Second})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		shell := p.w.ShellPID()
+		p.w.ignoreTERM(shell)
+		go func() { _, _ = p.s.EndJob("a", 0) }()
+		time.Sleep(time.Second)
+		p.s.Forward(unix.SIGTERM)
+		assert.Equal(t, 143, p.exitCode())
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(shell))
+	})
+}
+
+// The signal thread forwards a SIGTERM, and a job end starts its sweep
+// before the loop has read the thread's note: the sweep must not TERM
+// the shell's group a second time (setSweeping records the forward).
+func TestSIGTERMForwardedJustBeforeAJobEndSweep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: 10 * time.Second})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		shell := p.w.ShellPID()
+		child := p.w.spawn(shell, shell, "make")
+		p.w.ignoreTERM(shell)
+		p.w.ignoreTERM(child)
+		r := p.s.forward(unix.SIGTERM) // the thread's kill(2); its note is held back
+		require.True(t, r.forwarded)
+		go func() { _, _ = p.s.EndJob("a", 0) }()
+		time.Sleep(time.Second)
+		p.s.notes <- r
+		assert.Equal(t, 143, p.exitCode())
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(shell))
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(child))
+	})
+}
+
+// The same race with the drain: a SIGTERM forwarded just before an idle
+// deadline drains the pod reaches each process once.
+func TestSIGTERMForwardedJustBeforeTheIdleDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: 10 * time.Second, IdleTimeout: time.Minute})
+		synctest.Wait()
+		shell := p.w.ShellPID()
+		p.w.ignoreTERM(shell)
+		time.Sleep(time.Minute - time.Millisecond)
+		r := p.s.forward(unix.SIGTERM)
+		require.True(t, r.forwarded)
+		time.Sleep(time.Second) // the deadline passes: the idle drain runs first
+		p.s.notes <- r
+		code := p.exitCode()
+		assert.Equal(t, 0, code, "the idle drain came first")
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(shell))
+	})
+}
+
 func TestPutWriterDiesWithItsJob(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := startPod(t, Config{Grace: time.Second, MaxJobs: 0})

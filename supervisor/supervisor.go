@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -99,7 +100,21 @@ type Supervisor struct {
 
 	ops     chan op       // requests for the loop (control handlers, watchers)
 	events  chan func()   // completions of workers, run by the loop
+	notes   chan received // signals Forward has already acted on
 	stopped chan struct{} // closed when the loop has ended
+
+	// fwd lets the signal thread forward a signal without waiting for the
+	// loop, under the same rules the loop would apply.
+	fwd struct {
+		mu sync.Mutex // guards the fields below; held across the kill(2) of a forward
+		// draining and sweeping mirror the loop's reason != "" and
+		// sweeping: the loop sets them, under mu, before it acts on
+		// them, so no forward slips in after the loop took over.
+		draining, sweeping bool
+		// termPending is the process group a SIGTERM was forwarded to
+		// that the loop has not recorded in termed yet (0: none).
+		termPending int
+	}
 
 	// Written by the loop, read lock-free by probes and status.
 	snap      atomic.Pointer[snapshot]
@@ -165,6 +180,7 @@ func New(cfg Config, fx Effects, log *slog.Logger) *Supervisor {
 		fx:      fx,
 		ops:     make(chan op),
 		events:  make(chan func()),
+		notes:   make(chan received, 64),
 		stopped: make(chan struct{}),
 		machine: idle.New(idle.Config{IdleTimeout: cfg.IdleTimeout, MaxJobs: cfg.MaxJobs}, now),
 	}
@@ -232,8 +248,15 @@ func (s *Supervisor) loop(ctx context.Context, sigs <-chan os.Signal) {
 			timer.Reset(max(next.Sub(now), time.Millisecond))
 		}
 		select {
+		case r := <-s.notes:
+			s.onSignal(r)
 		case sig := <-sigs:
-			s.onSignal(sig.(unix.Signal))
+			// A note of the signal thread comes first: its SIGTERM was
+			// forwarded before the shell could exit, so it is queued
+			// before the SIGCHLD of that exit, and the shell must be
+			// frozen before that exit is reaped (or it is respawned).
+			s.takeNotes()
+			s.onSignal(s.forward(sig.(unix.Signal)))
 		case <-tick.C:
 			s.fx.Children.Reap() // insurance against coalesced SIGCHLDs
 		case <-timer.C:
@@ -346,6 +369,20 @@ func call[T any](s *Supervisor, excl bool, fn func(reply func(T, error))) (T, er
 // catchable signal (SIGHUP, SIGINT, SIGQUIT, SIGUSR1/2, SIGALRM, SIGCONT,
 // SIGWINCH, SIGPWR, SIGXCPU, the real-time signals, ...) goes to the
 // shell's process group.
+// ForwardedSignals lists the signals PID 1 forwards to the shell's process
+// group: 1–64 without those notForwarded keeps, SIGKILL and SIGSTOP
+// (uncatchable), and 32 and 33 (reserved by C libraries for their
+// threads; the shell never gets them from a runtime).
+func ForwardedSignals() []unix.Signal {
+	var out []unix.Signal
+	for s := unix.Signal(1); s <= 64; s++ {
+		if !notForwarded(s) && s != unix.SIGKILL && s != unix.SIGSTOP && s != 32 && s != 33 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func notForwarded(sig unix.Signal) bool {
 	switch sig {
 	case unix.SIGCHLD, unix.SIGURG, unix.SIGPIPE,
@@ -356,15 +393,104 @@ func notForwarded(sig unix.Signal) bool {
 	return false
 }
 
-func (s *Supervisor) onSignal(sig unix.Signal) {
+// received is a signal PID 1 took and what forward did with it.
+type received struct {
+	sig       unix.Signal
+	forwarded bool // sent to the shell's process group
+	pgid      int  // that group, for a forwarded SIGTERM
+}
+
+// Forward is the entry of the signal thread (cmd/warmpod, package
+// sigwait): it forwards sig at once, under the rules the loop applies,
+// and then hands the loop a note for the rest (the log line, the drain
+// on SIGTERM). Forwarding first and logging after keeps a slow log
+// writer or a busy loop out of the time a job's TERM handler waits. Safe
+// from any goroutine; it returns once the loop has the note or has
+// stopped.
+func (s *Supervisor) Forward(sig unix.Signal) {
+	r := s.forward(sig)
+	select {
+	case s.notes <- r:
+	case <-s.stopped:
+	}
+}
+
+// forward does the urgent part of a signal, on whichever goroutine took
+// it: the signal thread (Forward) or the loop (os/signal's fallback).
+// Nothing is forwarded once the drain has begun (the shutdown sweep
+// decides what each process gets), and a SIGTERM is not forwarded while
+// a job end or cancel sweeps (that sweep sends the shell's group its
+// TERM).
+func (s *Supervisor) forward(sig unix.Signal) received {
+	r := received{sig: sig}
+	if notForwarded(sig) {
+		return r
+	}
+	s.fwd.mu.Lock()
+	defer s.fwd.mu.Unlock()
 	switch {
+	case s.fwd.draining:
+		return r
+	case sig == unix.SIGTERM:
+		if s.fwd.sweeping {
+			return r
+		}
+		r.pgid = s.fx.Shell.ShellPID()
+		_ = s.fx.Shell.Signal(sig)
+		s.fwd.termPending = r.pgid
+	case sig == unix.SIGWINCH:
+		s.fx.Shell.Resize()
+		_ = s.fx.Shell.Signal(sig)
+	default:
+		_ = s.fx.Shell.Signal(sig)
+	}
+	r.forwarded = true
+	return r
+}
+
+// takeNotes handles the notes the signal thread has queued.
+func (s *Supervisor) takeNotes() {
+	for {
+		select {
+		case r := <-s.notes:
+			s.onSignal(r)
+		default:
+			return
+		}
+	}
+}
+
+// setSweeping marks a job sweep as started or ended, for the loop and for
+// forward. A SIGTERM forward had sent before the sweep started is
+// recorded now, so the sweep does not send its processes a second one.
+func (s *Supervisor) setSweeping(on bool) {
+	s.sweeping = on
+	s.fwd.mu.Lock()
+	s.fwd.sweeping = on
+	pg := s.fwd.termPending
+	s.fwd.termPending = 0
+	s.fwd.mu.Unlock()
+	if on {
+		s.recordTermed(pg)
+	}
+}
+
+// onSignal is the loop's part of a signal, after forward.
+func (s *Supervisor) onSignal(r received) {
+	switch sig := r.sig; {
 	case sig == unix.SIGCHLD:
 		s.fx.Children.Reap()
 	case notForwarded(sig):
-	case s.reason != "":
-		// Draining: the shutdown sweep decides what each process gets.
-	case sig == unix.SIGTERM:
-		s.log.Info("SIGTERM: shutting down", "grace", s.cfg.Grace)
+	case sig == unix.SIGTERM && s.reason == "":
+		if r.forwarded {
+			s.fwd.mu.Lock()
+			if s.fwd.termPending == r.pgid {
+				s.fwd.termPending = 0
+			}
+			s.fwd.mu.Unlock()
+			s.recordTermed(r.pgid)
+		}
+		s.log.Info("SIGTERM: shutting down", "grace", s.cfg.Grace, "forwarded", r.forwarded)
 		// A shell that exits on TERM is not replaced. Freeze waits for a
 		// shell swap in progress, and a worker's swap waits for the old
 		// shell to be reaped, which only this loop does: while a worker
@@ -375,21 +501,9 @@ func (s *Supervisor) onSignal(sig unix.Signal) {
 		} else {
 			s.fx.Shell.Freeze(nil)
 		}
-		// A job-end sweep in progress has sent (or is sending) SIGTERM
-		// to every job process, the shell's group included: forwarding
-		// now would be a second one.
-		if !s.sweeping {
-			pgid := s.fx.Shell.ShellPID()
-			_ = s.fx.Shell.Signal(unix.SIGTERM)
-			s.recordTermed(pgid)
-		}
 		s.drain(idle.ReasonSIGTERM)
-	case sig == unix.SIGWINCH:
-		s.fx.Shell.Resize()
-		_ = s.fx.Shell.Signal(sig)
-	default:
-		s.log.Debug("forwarding signal", "signal", sig.String())
-		_ = s.fx.Shell.Signal(sig)
+	case r.forwarded:
+		s.log.Debug("forwarded signal", "signal", sig.String())
 	}
 }
 
@@ -444,6 +558,14 @@ func (s *Supervisor) drain(reason idle.Reason) {
 		return
 	}
 	s.reason = reason
+	s.fwd.mu.Lock()
+	s.fwd.draining = true
+	pg := s.fwd.termPending
+	s.fwd.termPending = 0
+	s.fwd.mu.Unlock()
+	// A SIGTERM forwarded just before: the shutdown must not send a
+	// second one.
+	s.recordTermed(pg)
 	now := time.Now()
 	s.machine.Drain(reason, now)
 	s.publish(now)
