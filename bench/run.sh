@@ -43,3 +43,9 @@ if [ -s bench/gitlab-kube.md ]; then
   printf '\n## GitLab Runner on warm pods vs cold pods (make bench-kube, real cluster; bench/gitlab-kube.md)\n\n' >> bench/results.md
   cat bench/gitlab-kube.md >> bench/results.md
 fi
+# The trail (hand-maintained: before → after figures of each change) would
+# be lost at every run otherwise; carry it in the same way.
+if [ -s bench/trail.md ]; then
+  printf '\n## Trail: before → after per change (hand-maintained; bench/trail.md)\n\n' >> bench/results.md
+  cat bench/trail.md >> bench/results.md
+fi

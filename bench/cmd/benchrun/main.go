@@ -197,7 +197,8 @@ func main() {
 		{"runc-setup", runcSetup}, // its job loop runs during size and idle
 		{"size", benchSize},
 		{"idle", benchIdle},
-		{"runc-wait", runcLoopWait}, // nothing timing-sensitive overlaps the loop
+		{"idle-pods", benchIdlePods}, // after idle: the pods would share pages with its inits
+		{"runc-wait", runcLoopWait},  // nothing timing-sensitive overlaps the loop
 		{"startup", benchStartup},
 		{"reap", benchReap},
 		{"signal", benchSignal},
@@ -206,7 +207,7 @@ func main() {
 		{"micro", benchMicro},
 	}
 	for _, s := range steps {
-		if !c.want(strings.TrimSuffix(strings.TrimSuffix(s.name, "-setup"), "-wait")) {
+		if metric, _, _ := strings.Cut(s.name, "-"); !c.want(metric) { // runc-setup → runc, idle-pods → idle
 			continue
 		}
 		t := time.Now()
@@ -330,6 +331,7 @@ func machineInfo(c *cfg) Machine {
 		m.LoadAtStart = strings.TrimSpace(string(b))
 	}
 	m.LoadAtMakeStart = c.loadAtMakeStart
+	m.GOMAXPROCSNS, m.GOMAXPROCSRunc = envGOMAXPROCS(cleanEnv()), envGOMAXPROCS(warmEnv())
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		m.MemTotalKiB = kbField(b, "MemTotal:")
 	}
@@ -374,6 +376,21 @@ type Machine struct {
 	MemTotalKiB     float64           `json:"mem_total_kib"`
 	GoVersion       string            `json:"go_version"`
 	Versions        map[string]string `json:"versions"`
+	// GOMAXPROCS in warmpod's environment: the namespace runs (cleanEnv)
+	// and the runc container (warmEnv); "unset" when absent.
+	GOMAXPROCSNS   string `json:"warmpod_gomaxprocs_namespaces"`
+	GOMAXPROCSRunc string `json:"warmpod_gomaxprocs_runc"`
+}
+
+// envGOMAXPROCS is GOMAXPROCS in env, or "unset".
+func envGOMAXPROCS(env []string) string {
+	v := "unset"
+	for _, e := range env {
+		if x, ok := strings.CutPrefix(e, "GOMAXPROCS="); ok {
+			v = x // the last one wins, as in the Go runtime's getenv
+		}
+	}
+	return v
 }
 
 func (r *Results) errorf(step, format string, a ...any) {

@@ -169,19 +169,35 @@ func verifyNSInit(pid, ppid int) error {
 	return nil
 }
 
-// procMem reads VmRSS (status) and Pss (smaps_rollup) in KiB.
-func procMem(pid int) (rss, pss float64, err error) {
+// memSample is one reading of a process's memory, KiB.
+type memSample struct {
+	RSS          float64 `json:"vmrss"`         // VmRSS, /proc/PID/status
+	RssAnon      float64 `json:"rss_anon"`      // RssAnon, /proc/PID/status
+	Pss          float64 `json:"pss"`           // Pss, /proc/PID/smaps_rollup
+	PrivateDirty float64 `json:"private_dirty"` // Private_Dirty, smaps_rollup
+	Anonymous    float64 `json:"anonymous"`     // Anonymous, smaps_rollup
+}
+
+// readMem reads pid's status and smaps_rollup once each.
+func readMem(pid int) (memSample, error) {
+	var m memSample
 	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return m, err
 	}
-	rss = kbField(st, "VmRSS:")
+	m.RSS, m.RssAnon = kbField(st, "VmRSS:"), kbField(st, "RssAnon:")
 	sm, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 	if err != nil {
-		return rss, 0, err
+		return m, err
 	}
-	pss = kbField(sm, "Pss:")
-	return rss, pss, nil
+	m.Pss, m.PrivateDirty, m.Anonymous = kbField(sm, "Pss:"), kbField(sm, "Private_Dirty:"), kbField(sm, "Anonymous:")
+	return m, nil
+}
+
+// procMem reads VmRSS (status) and Pss (smaps_rollup) in KiB.
+func procMem(pid int) (rss, pss float64, err error) {
+	m, err := readMem(pid)
+	return m.RSS, m.Pss, err
 }
 
 func kbField(b []byte, key string) float64 {

@@ -67,12 +67,7 @@ func benchReap(c *cfg, res *Results) {
 			row.set(n, median(xs))
 		}
 	}
-	if _, b, ok := row.best(); ok {
-		if w, ok := row.Values["warmpod"]; ok {
-			row.Target = "≤ 1.2× best anchor"
-			row.check(w <= 1.2*b)
-		}
-	}
+	row.targetVs("", 1.2)
 	row.Note = fmt.Sprintf("`init -- orphans watch -n %d` (bench/cmd/orphans): the child starts a spawner that vfork()s %d children which exit at once, then exits itself, so PID 1 inherits %d zombies in one go; t0 = the spawner's CLOCK_MONOTONIC just before it exits; the child polls its /proc every 0.2 ms until only the processes present before are left. Median per init; raw values per run in results.json.", c.reapN, c.reapN, c.reapN)
 	res.add(row)
 }

@@ -33,6 +33,11 @@ type Row struct {
 	Met     *bool                `json:"target_met,omitempty"`
 	Note    string               `json:"note,omitempty"`
 	Raw     map[string][]float64 `json:"raw,omitempty"`
+
+	// TargetRatio is warmpod / TargetRef's value when the target is
+	// relative (targetVs), e.g. "≤ 1.2× tini".
+	TargetRatio *float64 `json:"target_ratio,omitempty"`
+	TargetRef   string   `json:"target_ref,omitempty"`
 }
 
 func newRow(id, section, metric, unit string, lower bool, runs string) *Row {
@@ -101,6 +106,34 @@ func (r *Row) check(ok bool) {
 	r.Met = &ok
 }
 
+// targetVs sets a target relative to another value of the row: warmpod ≤
+// k× ref's value (lower is better) or ≥ k× (higher is better). ref "" is
+// the best anchor. Nothing is set when either value is missing.
+func (r *Row) targetVs(ref string, k float64) {
+	w, ok := r.Values["warmpod"]
+	if !ok {
+		return
+	}
+	label, name, v := ref, ref, 0.0
+	if ref == "" {
+		label = "best anchor"
+		name, v, ok = r.best()
+	} else {
+		v, ok = r.Values[ref]
+	}
+	if !ok || v == 0 {
+		return
+	}
+	op := "≤"
+	if !r.Lower {
+		op = "≥"
+	}
+	q := w / v
+	r.Target = fmt.Sprintf("%s %s× %s", op, strconv.FormatFloat(k, 'f', -1, 64), label)
+	r.TargetRatio, r.TargetRef = &q, name
+	r.check((r.Lower && q <= k) || (!r.Lower && q >= k))
+}
+
 func fmtVal(v float64, unit string) string {
 	switch {
 	case math.IsNaN(v):
@@ -146,28 +179,47 @@ func (r *Row) cell(name string) string {
 	return fmtVal(v, r.Unit)
 }
 
-func (r *Row) ratioCell() string {
-	if r.Ratio == nil {
+func (r *Row) ratioCell() string { return fmtRatio(r.Ratio) }
+
+func fmtRatio(q *float64) string {
+	if q == nil {
 		return "—"
 	}
 	prec := 2
-	if math.Abs(*r.Ratio) < 0.1 {
+	if math.Abs(*q) < 0.1 {
 		prec = 4
 	}
-	return strconv.FormatFloat(*r.Ratio, 'f', prec, 64) + "×"
+	return strconv.FormatFloat(*q, 'f', prec, 64) + "×"
+}
+
+// targetVsCell is the measured ratio a relative target is checked on,
+// e.g. "2.00× tini"; "—" for absolute targets.
+func (r *Row) targetVsCell() string {
+	if r.TargetRatio == nil {
+		return "—"
+	}
+	return fmtRatio(r.TargetRatio) + " " + r.TargetRef
 }
 
 func (r *Row) targetCell() string {
 	if r.Target == "" {
 		return ""
 	}
+	t := r.Target
+	if r.TargetRatio != nil {
+		t += " (" + r.targetVsCell() + ")"
+	}
+	return t + " " + metMark(r.Met)
+}
+
+func metMark(met *bool) string {
 	switch {
-	case r.Met == nil:
-		return r.Target
-	case *r.Met:
-		return r.Target + " ✅"
+	case met == nil:
+		return ""
+	case *met:
+		return "✅ met"
 	default:
-		return r.Target + " ❌ **missed**"
+		return "❌ **not met**"
 	}
 }
 
@@ -213,6 +265,7 @@ func (res *Results) markdown(c *cfg) string {
 		vs = append(vs, fmt.Sprintf("%s: `%s`", k, strings.ReplaceAll(m.Versions[k], "\n", " ")))
 	}
 	fmt.Fprintf(&b, "**Versions:** %s.\n\n", strings.Join(vs, "; "))
+	fmt.Fprintf(&b, "**warmpod's GOMAXPROCS:** %s.\n\n", gomaxprocsLine(m))
 	b.WriteString("The VM is shared with other sessions' test runs, so absolute numbers are noisy; compare within a row (all inits measured in the same run, interleaved where runs are repeated).\n\n")
 
 	b.WriteString("## warmpod against the anchor inits\n\n")
@@ -242,20 +295,20 @@ func (res *Results) markdown(c *cfg) string {
 		fmt.Fprintf(&b, "| %s (%s) | %s | %s | %s | %s | %s |\n", r.Metric, r.Unit, r.cell("warmpod"), ref, r.ratioCell(), r.Runs, r.targetCell())
 	}
 	b.WriteString("\n## Targets\n\n")
+	b.WriteString("Every row of this run that has a target, checked on the measured figures above; *measured vs reference* is warmpod's value divided by the value the target names (tini, the best anchor, the cold container). Rows not measured in this run are not listed.\n\n")
+	b.WriteString("| target | metric | warmpod | measured vs reference | result |\n|---|---|---:|---:|---|\n")
+	met, all := 0, 0
 	for _, r := range res.Rows {
 		if r.Met == nil {
 			continue
 		}
-		mark := "met"
-		if !*r.Met {
-			mark = "**missed**"
+		all++
+		if *r.Met {
+			met++
 		}
-		fmt.Fprintf(&b, "- %s: %s — %s (warmpod %s %s", mark, r.Target, r.Metric, r.cell("warmpod"), r.Unit)
-		if r.Ratio != nil {
-			fmt.Fprintf(&b, ", %s = %s", r.RatioOf, r.ratioCell())
-		}
-		b.WriteString(")\n")
+		fmt.Fprintf(&b, "| %s | %s | %s %s | %s | %s |\n", r.Target, r.Metric, r.cell("warmpod"), r.Unit, r.targetVsCell(), metMark(r.Met))
 	}
+	fmt.Fprintf(&b, "\n%d of %d targets met.\n", met, all)
 	b.WriteString("\n## How each figure was measured\n\n")
 	for _, r := range res.Rows {
 		if r.Note != "" {
@@ -279,6 +332,25 @@ func (res *Results) markdown(c *cfg) string {
 		}
 	}
 	return b.String()
+}
+
+// gomaxprocsLine says what GOMAXPROCS warmpod ran with, as far as the
+// environment the bench gives it says.
+func gomaxprocsLine(m Machine) string {
+	src := func(v string) string {
+		if v == "unset" {
+			return "GOMAXPROCS unset"
+		}
+		return "`GOMAXPROCS=" + v + "`"
+	}
+	if m.GOMAXPROCSNS == m.GOMAXPROCSRunc {
+		s := src(m.GOMAXPROCSNS) + " in the environment of every warmpod run (namespace runs and the runc container)"
+		if m.GOMAXPROCSNS == "unset" {
+			s += ", so warmpod's own default applies (the Go runtime's is the CPU count or the cgroup's CPU limit, unless the binary sets its own)"
+		}
+		return s
+	}
+	return fmt.Sprintf("%s in the namespace runs (idle, startup, reap, signal, tput), %s in the runc container (probes, hand-over, memory over jobs); where unset, the binary's own default applies", src(m.GOMAXPROCSNS), src(m.GOMAXPROCSRunc))
 }
 
 func orDash(s string) string {

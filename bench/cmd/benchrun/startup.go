@@ -85,6 +85,7 @@ func benchStartup(c *cfg, res *Results) {
 				row.Raw[n] = xs
 			}
 		}
+		row.targetVs("tini", 2)
 		row.Note = fmt.Sprintf("`hyperfine -N` of `unshare --pid --fork --mount-proc INIT -- /bin/true` (warmpod: `--exit-with-command --probe-addr= --control-socket …`), %d rounds of %d runs per command so the inits interleave; median wall time over all runs. `unshare … /bin/true` alone: %.2f ms median (the floor every init pays).", rounds, per, floor)
 		res.add(row)
 	}

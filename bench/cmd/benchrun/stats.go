@@ -25,6 +25,18 @@ func pct(xs []float64, p float64) float64 {
 	return s[rank-1]
 }
 
+// mean of xs (NaN when empty).
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
 func maxOf(xs []float64) float64 {
 	m := math.NaN()
 	for _, x := range xs {

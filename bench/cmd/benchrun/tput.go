@@ -63,12 +63,7 @@ func benchTput(c *cfg, res *Results) {
 			pipe.Raw[n] = xs
 		}
 	}
-	if w, ok := pipe.Values["warmpod"]; ok {
-		if t, ok := pipe.Values["tini"]; ok {
-			pipe.Target = fmt.Sprintf("≥ 0.9× tini (%.2f×)", w/t)
-			pipe.check(w >= 0.9*t)
-		}
-	}
+	pipe.targetVs("tini", 0.8)
 	pipe.Note = fmt.Sprintf("the host writes base64 lines (76 chars + \\n) in ~1 MiB writes into a pipe that is PID 1's stdin and reads PID 1's stdout pipe; t0 after a first line came back, t1 at stdout EOF; MB/s = input bytes / (t1−t0) / 10^6. warmpod `--stdio pipe --exit-with-command` copies stdin into its own pipe to the shell (stdout passes through); the anchors hand both fds to the child untouched. Output bytes / input bytes: %s.", ratiosString(outRatio, c.initNames))
 	res.add(pipe)
 	pk := newRow("tput_peak_rss", "inits", fmt.Sprintf("peak PID-1 VmRSS during the %d MiB pipe transfer", c.pipeBytes>>20), "KiB", true, pipe.Runs)
@@ -99,12 +94,7 @@ func benchTput(c *cfg, res *Results) {
 		}
 		scriptNote += "."
 	}
-	if w, ok := pty.Values["warmpod"]; ok {
-		if t, ok := pty.Values["tini"]; ok {
-			pty.Target = "≥ 0.5× tini"
-			pty.check(w >= 0.5*t)
-		}
-	}
+	pty.targetVs("tini", 0.5)
 	pty.Note = fmt.Sprintf("as the pipe row, with `--stdio pty`: warmpod opens its own pty for the shell while its own stdin/stdout stay pipes; the inner pty is cooked (echo on, \\n → \\r\\n), so the output is the echo plus cat's copy (output/input bytes: %s); MB/s counts input consumed. Reference: tini's pass-through pipe figure from the pipe row.%s", ratiosString(outRatio, []string{"warmpod-pty", "ptyrelay"}), scriptNote)
 	res.add(pty)
 }
