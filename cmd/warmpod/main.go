@@ -24,6 +24,9 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/internal/flagenv"
+	// PID 1 runs with GOMAXPROCS=1 unless the environment sets it; see
+	// the package for why and why it is set from an initialiser.
+	_ "github.com/warmpod/warmpod/internal/oneproc"
 	"github.com/warmpod/warmpod/internal/sigwait"
 	"github.com/warmpod/warmpod/probe"
 	"github.com/warmpod/warmpod/shellproxy"
@@ -182,14 +185,6 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1
 }
 
 func pid1(args []string) int {
-	// One P unless the pod says otherwise: PID 1 is idle nearly all the
-	// time, and every extra P costs heap and a GC worker per pod
-	// (measured: -14 % anonymous memory at GOMAXPROCS=1, bench/results.md).
-	// The Go runtime would otherwise size it from the CPU limit or, with
-	// none, from the node's CPUs.
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
 	c, err := parseConfig(args, os.Getenv, os.Stderr)
 	switch {
 	case err == errHelp:
