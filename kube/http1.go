@@ -345,10 +345,15 @@ func readResponse(r io.Reader) (answer, error) {
 // every field line is still checked for syntax.
 func readHead(br *bufio.Reader, budget *int, first bool) (a answer, kind bodyKind, length int64, err error) {
 	line, err := readLine(br, budget, "header section")
-	if err != nil {
-		if first && errors.Is(err, io.EOF) {
-			return a, 0, 0, errors.New("connection closed without an answer")
-		}
+	switch {
+	case err == nil:
+	case first && errors.Is(err, io.EOF):
+		return a, 0, 0, errors.New("connection closed without an answer")
+	case errors.Is(err, io.EOF):
+		return a, 0, 0, fmt.Errorf("answer cut short after an interim 1xx answer: %w", io.ErrUnexpectedEOF)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return a, 0, 0, fmt.Errorf("answer cut short in its status line %s: %w", quoteStart(line), err)
+	default:
 		return a, 0, 0, err
 	}
 	minor, code, err := parseStatusLine(line)
@@ -361,6 +366,9 @@ func readHead(br *bufio.Reader, budget *int, first bool) (a answer, kind bodyKin
 	seenField := false
 	for {
 		line, err := readLine(br, budget, "header section")
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return a, 0, 0, fmt.Errorf("answer cut short in its header section: %w", io.ErrUnexpectedEOF)
+		}
 		if err != nil {
 			return a, 0, 0, err
 		}
@@ -609,8 +617,8 @@ func parseChunkSize(line []byte) (int64, error) {
 // before it is dropped (RFC 9112 §2.2 lets a recipient accept a bare LF); a
 // CR anywhere else is refused (§2.2: a bare CR is invalid). Every byte taken,
 // line end included, is charged to *budget; a line that does not fit is an
-// error naming what, wrapping errMalformed. EOF before any byte is io.EOF,
-// EOF inside a line io.ErrUnexpectedEOF.
+// error naming what, wrapping errMalformed. EOF before any byte is io.EOF;
+// EOF inside a line is io.ErrUnexpectedEOF, returned with the partial line.
 func readLine(br *bufio.Reader, budget *int, what string) ([]byte, error) {
 	var line []byte
 	for {
@@ -628,7 +636,7 @@ func readLine(br *bufio.Reader, budget *int, what string) ([]byte, error) {
 			continue
 		}
 		if errors.Is(err, io.EOF) && len(line) > 0 {
-			return nil, io.ErrUnexpectedEOF
+			return line, io.ErrUnexpectedEOF
 		}
 		return nil, err
 	}
