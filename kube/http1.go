@@ -450,7 +450,7 @@ func parseStatusLine(line []byte) (minor, code int, err error) {
 		return 0, 0, fmt.Errorf("%w: status line %s is not HTTP/1.x NNN reason", errMalformed, quoteStart(line))
 	}
 	code = int(line[9]-'0')*100 + int(line[10]-'0')*10 + int(line[11]-'0')
-	if code < 100 {
+	if code < 100 || code > 599 {
 		return 0, 0, fmt.Errorf("%w: status code %d out of 100..599", errMalformed, code)
 	}
 	return int(line[7] - '0'), code, nil

@@ -642,6 +642,7 @@ func TestReadResponse(t *testing.T) {
 		{name: "two-digit code", in: "HTTP/1.1 20 OK\r\n\r\n", err: "status line"},
 		{name: "two spaces", in: "HTTP/1.1  200 OK\r\n\r\n", err: "status line"},
 		{name: "code under 100", in: "HTTP/1.1 099 X\r\n\r\n", err: "status code 99"},
+		{name: "code over 599", in: "HTTP/1.1 600 X\r\n\r\n", err: "status code 600 out of 100..599"},
 		{name: "101 unasked", in: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n", err: "101"},
 		{name: "TLS alert bytes", in: "\x15\x03\x03\x00\x02\x02\x28", err: `answer cut short in its status line "\x15\x03\x03\x00\x02\x02(": unexpected EOF`},
 		{name: "EOF after 100 Continue", in: "HTTP/1.1 100 Continue\r\n\r\n", err: "answer cut short after an interim 1xx answer"},
