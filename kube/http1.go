@@ -538,8 +538,17 @@ func readBody(br *bufio.Reader, kind bodyKind, length int64) ([]byte, error) {
 //
 // Chunk extensions are ignored (§7.1.1), trailer fields read and dropped
 // (§7.1.2). It stops once maxBodyToRead bytes of data are in, and when the
-// framing (size lines, CRLFs, trailers) passes maxChunkFraming.
+// framing (size lines, CRLFs, trailers) passes maxChunkFraming. A body that
+// ends before its last chunk and trailer section is io.ErrUnexpectedEOF.
 func readChunked(br *bufio.Reader) ([]byte, error) {
+	body, err := readChunks(br)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = fmt.Errorf("chunked body cut short: %w", io.ErrUnexpectedEOF)
+	}
+	return body, err
+}
+
+func readChunks(br *bufio.Reader) ([]byte, error) {
 	var body []byte
 	framing := maxChunkFraming
 	for {
@@ -570,7 +579,7 @@ func readChunked(br *bufio.Reader) ([]byte, error) {
 		start := len(body)
 		body = append(body, make([]byte, take)...)
 		if n, err := io.ReadFull(br, body[start:]); err != nil {
-			return body[:start+n], fmt.Errorf("chunk data cut short: %w", err)
+			return body[:start+n], err
 		}
 		if len(body) == maxBodyToRead {
 			return body, nil // enough for the message; the rest stays unread

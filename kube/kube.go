@@ -62,7 +62,10 @@ type Config struct {
 	// Dial opens the connection one try's request is written to, ready to
 	// carry HTTP/1.1 bytes (TLS already done); DeleteSelf closes it after the
 	// answer. ctx carries the try's deadline (5 s for connect, request and
-	// answer together) and ends early when DeleteSelf's ctx does.
+	// answer together) and ends early when DeleteSelf's ctx does. An error
+	// counts as a network error and is retried, unless it wraps a
+	// certificate verification failure (*tls.CertificateVerificationError or
+	// a crypto/x509 error), which ends the call.
 	//
 	// nil (production): a TCP connection to Host's host:port (net.Dialer,
 	// which never goes through HTTPS_PROXY), then a TLS handshake verified
