@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,12 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -48,10 +43,9 @@ const (
 )
 
 const (
-	maxTries      = 3                // per DeleteSelf call, all causes together
-	retryBudget   = 10 * time.Second // all tries and waits of one call
-	tryTimeout    = 5 * time.Second  // one request, when Config.Client is nil
-	maxBodyToRead = 16 << 10         // of an answer, for the Status message
+	maxTries    = 3                // per DeleteSelf call, all causes together
+	retryBudget = 10 * time.Second // all tries and waits of one call
+	tryTimeout  = 5 * time.Second  // one try: connect, TLS, request and answer
 )
 
 // backoff[i] is the wait before try i+2 (try 1 starts at once).
@@ -66,6 +60,11 @@ var backoff = [...]time.Duration{1 * time.Second, 3 * time.Second}
 //	Authorization: Bearer <content of TokenFile, trimmed, read before each try>
 //	{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"<uid>"},"propagationPolicy":"Background"}
 //
+// as one HTTP/1.1 request on its own connection (the exact bytes are in
+// buildRequest's comment; namespace and name are percent-encoded path
+// segments), over TLS verified against CAFile (see Config.Dial), 5 s per try
+// for connect, handshake, request and answer together.
+//
 // gracePeriodSeconds is never sent (the pod's own terminationGracePeriodSeconds
 // applies; 0 would remove the object before the container is dead).
 // Background propagation lets the garbage collector delete the Secrets and
@@ -78,14 +77,28 @@ var backoff = [...]time.Duration{1 * time.Second, 3 * time.Second}
 // service account); 429, 5xx and network errors → retried, at most 3 tries in
 // all within about 10 s (waits of 1 s then 3 s; a Retry-After header is
 // honoured when it fits in what is left of the 10 s, otherwise the call gives
-// up at once) → Failed. A certificate that does not verify against CAFile is
-// not retried. Other statuses → Failed.
+// up at once) → Failed. A malformed answer (not HTTP/1.x, header section
+// over 16 KiB, bad Content-Length) counts as a network error. A certificate
+// that does not verify against CAFile is not retried. Other statuses →
+// Failed. Only the status line and headers decide; of the body, at most
+// 16 KiB is read, for the message.
+//
+// Refused before anything is sent (Failed, no retry): a Host that is not
+// https://HOST[:PORT], a missing pod name, namespace or uid, an unreadable
+// CA file or token file, a token holding a control byte (CR or LF would
+// forge header lines).
 //
 // The error is nil for Deleted and AlreadyGone and describes the cause
 // otherwise (the API server's Status message included, the token never).
-// ctx bounds the whole call (it is also cut to the 10 s budget). log may be
-// nil.
+// ctx bounds the whole call (it is also cut to the 10 s budget); when it
+// ends, the try under way stops at once. log may be nil.
 func (c Config) DeleteSelf(ctx context.Context, log *slog.Logger) (Result, error) {
+	return c.deleteSelf(ctx, log, tryTimeout)
+}
+
+// deleteSelf is DeleteSelf with the time per try as a parameter: tests
+// shorten it to see a silent server time out without waiting 5 s.
+func (c Config) deleteSelf(ctx context.Context, log *slog.Logger, perTry time.Duration) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -96,19 +109,24 @@ func (c Config) DeleteSelf(ctx context.Context, log *slog.Logger) (Result, error
 		log.Error("cannot delete the pod", "error", err)
 		return Failed, err
 	}
-	u, err := url.Parse(c.Host)
-	if err != nil || u.Scheme != "https" || u.Host == "" {
-		err := fmt.Errorf("self-deletion: API server host %q is not an https:// URL", c.Host)
+	ep, err := parseHost(c.Host)
+	if err != nil {
 		log.Error("cannot delete the pod", "error", err)
 		return Failed, err
 	}
-	client := c.Client
-	if client == nil {
-		if client, err = clientFromCA(c.CAFile); err != nil {
+	path, err := podPath(p)
+	if err != nil {
+		log.Error("cannot delete the pod", "error", err)
+		return Failed, err
+	}
+	dial := c.Dial
+	if dial == nil {
+		pool, err := caPool(c.CAFile)
+		if err != nil {
 			log.Error("cannot delete the pod", "error", err)
 			return Failed, err
 		}
-		defer client.CloseIdleConnections()
+		dial = tlsDial(pool, ep, perTry)
 	}
 	sleep := c.Sleep
 	if sleep == nil {
@@ -118,7 +136,6 @@ func (c Config) DeleteSelf(ctx context.Context, log *slog.Logger) (Result, error
 	defer cancel()
 	deadline, _ := ctx.Deadline()
 
-	endpoint := strings.TrimRight(c.Host, "/") + "/api/v1/namespaces/" + url.PathEscape(p.Namespace) + "/pods/" + url.PathEscape(p.Name)
 	body, _ := json.Marshal(deleteOptions{
 		Kind: "DeleteOptions", APIVersion: "v1",
 		Preconditions:     preconditions{UID: p.UID},
@@ -133,7 +150,17 @@ func (c Config) DeleteSelf(ctx context.Context, log *slog.Logger) (Result, error
 			log.Error("cannot delete the pod", "error", err)
 			return Failed, err
 		}
-		st, retryAfter, err := doDelete(ctx, client, endpoint, token, body)
+		req, err := buildRequest(ep.authority, path, token, body)
+		if err != nil {
+			err = fmt.Errorf("%w (token file %s)", err, c.TokenFile)
+			log.Error("cannot delete the pod", "error", err)
+			return Failed, err
+		}
+		a, err := roundTrip(ctx, dial, perTry, req)
+		st := status{code: a.code, message: statusMessage(a.body)}
+		if a.bodyErr != nil {
+			st.message += fmt.Sprintf(" (answer body unreadable after %d bytes: %v)", len(a.body), a.bodyErr)
+		}
 		var wait time.Duration
 		switch {
 		case err != nil && isCertError(err):
@@ -143,38 +170,41 @@ func (c Config) DeleteSelf(ctx context.Context, log *slog.Logger) (Result, error
 		case err != nil:
 			lastErr = fmt.Errorf("self-deletion: try %d: %w", try, err)
 			if ctx.Err() != nil {
+				// The budget or the caller's ctx ended the try: say so, and
+				// let errors.Is see context.Canceled or DeadlineExceeded.
+				lastErr = fmt.Errorf("%w: %w", lastErr, context.Cause(ctx))
 				log.Error("pod not deleted", "error", lastErr)
 				return Failed, lastErr
 			}
 			wait = backoffFor(try)
-		case st.code == http.StatusOK || st.code == http.StatusAccepted:
+		case st.code == 200 || st.code == 202:
 			log.Info("pod deletion accepted; the kubelet will stop this container", "status", st.code, "tries", try)
 			return Deleted, nil
-		case st.code == http.StatusNotFound:
+		case st.code == 404:
 			log.Info("pod already gone", "tries", try)
 			return AlreadyGone, nil
-		case st.code == http.StatusConflict:
+		case st.code == 409:
 			err := fmt.Errorf("self-deletion: uid precondition failed, the pod named %s/%s is not this one (409): %s", p.Namespace, p.Name, st.message)
 			log.Warn("not deleting a pod that is not ours", "error", err)
 			return NotOurPod, err
-		case st.code == http.StatusForbidden:
+		case st.code == 403:
 			rule := fmt.Sprintf("`delete` on `pods` (apiGroup core) in namespace %s for %s", p.Namespace, serviceAccountOf(token))
 			err := fmt.Errorf("self-deletion forbidden (403): missing RBAC rule: %s: %s", rule, st.message)
 			log.Error("self-deletion forbidden (403): missing RBAC rule: "+rule+
 				"; grant it with a Role and RoleBinding (deploy/rbac.yaml) or let the executor delete finished pods; exiting without deleting the pod",
 				"api_message", st.message)
 			return Forbidden, err
-		case st.code == http.StatusUnauthorized && !authRetried:
+		case st.code == 401 && !authRetried:
 			authRetried = true
 			lastErr = fmt.Errorf("self-deletion: try %d: 401 Unauthorized: %s", try, st.message)
 			log.Warn("token rejected; reading the token file again and retrying once", "tries", try)
-		case st.code == http.StatusUnauthorized:
+		case st.code == 401:
 			err := fmt.Errorf("self-deletion: token rejected twice (401): %s", st.message)
 			log.Error("pod not deleted", "error", err)
 			return Failed, err
-		case st.code == http.StatusTooManyRequests || st.code >= 500:
+		case st.code == 429 || st.code >= 500:
 			lastErr = fmt.Errorf("self-deletion: try %d: status %d: %s", try, st.code, st.message)
-			wait = max(backoffFor(try), retryAfter)
+			wait = max(backoffFor(try), parseRetryAfter(a.retryAfter, time.Now()))
 		default:
 			err := fmt.Errorf("self-deletion: unexpected status %d: %s", st.code, st.message)
 			log.Error("pod not deleted", "error", err)
@@ -234,9 +264,10 @@ func realSleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// clientFromCA builds the default client: TLS verified against the PEM bundle
-// at caFile only, TLS 1.2 at least, no proxy, 5 s per request.
-func clientFromCA(caFile string) (*http.Client, error) {
+// caPool reads the PEM bundle the API server's certificate must chain to
+// (client-go's InClusterConfig: the service account's ca.crt). An
+// unreadable file, or one without a PEM certificate, is an error.
+func caPool(caFile string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("self-deletion: CA file: %w", err)
@@ -245,19 +276,7 @@ func clientFromCA(caFile string) (*http.Client, error) {
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("self-deletion: CA file %s holds no PEM certificate", caFile)
 	}
-	return &http.Client{
-		Timeout: tryTimeout,
-		Transport: &http.Transport{
-			Proxy:               nil, // in-cluster: never through HTTPS_PROXY
-			TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
-			TLSHandshakeTimeout: tryTimeout,
-			DisableKeepAlives:   true,
-			ForceAttemptHTTP2:   true,
-		},
-		// The API server never redirects a DELETE; following one would resend
-		// the bearer token elsewhere.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}, nil
+	return pool, nil
 }
 
 func readToken(path string) (string, error) {
@@ -270,35 +289,6 @@ func readToken(path string) (string, error) {
 		return "", fmt.Errorf("self-deletion: token file %s is empty", path)
 	}
 	return t, nil
-}
-
-func doDelete(ctx context.Context, client *http.Client, endpoint, token string, body []byte) (status, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return status{}, 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("User-Agent", "warmpod")
-	resp, err := client.Do(req)
-	if err != nil {
-		return status{}, 0, redactURLError(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxBodyToRead))
-	st := status{code: resp.StatusCode, message: statusMessage(raw)}
-	return st, parseRetryAfter(resp.Header.Get("Retry-After")), nil
-}
-
-// redactURLError keeps the operation and cause of a *url.Error; the URL holds
-// nothing secret but is long, the cause is what matters.
-func redactURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
 }
 
 // statusMessage extracts metav1.Status.message from an API answer, or a
@@ -318,24 +308,10 @@ func statusMessage(raw []byte) string {
 	return strings.ToValidUTF8(m, "?")
 }
 
-// parseRetryAfter reads Retry-After in seconds (the API server's form) or as
-// an HTTP date; 0 when absent or unreadable.
-func parseRetryAfter(v string) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if n, err := strconv.Atoi(v); err == nil && n > 0 {
-		return time.Duration(n) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		if d := time.Until(t); d > 0 {
-			return d
-		}
-	}
-	return 0
-}
-
+// isCertError says whether err is the server certificate failing
+// verification (unknown authority, wrong host name or IP, expired), which a
+// retry cannot fix; crypto/tls wraps the crypto/x509 error in a
+// *tls.CertificateVerificationError.
 func isCertError(err error) bool {
 	var (
 		verr *tls.CertificateVerificationError

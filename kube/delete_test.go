@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,10 +56,14 @@ type reply struct {
 
 type seenRequest struct {
 	method, path, auth, contentType, accept string
+	proto, userAgent, host                  string
+	close                                   bool
 	body                                    map[string]any
 }
 
-// apiServer is a scripted HTTPS stand-in for the kube-apiserver on 127.0.0.1.
+// apiServer is a scripted HTTPS stand-in for the kube-apiserver on 127.0.0.1:
+// DeleteSelf reaches it through the production Dial (TCP, TLS verified
+// against the server's certificate written as the CA file).
 type apiServer struct {
 	*httptest.Server
 	t         *testing.T
@@ -90,6 +95,7 @@ func (s *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.seen = append(s.seen, seenRequest{
 		method: r.Method, path: r.URL.EscapedPath(), auth: r.Header.Get("Authorization"),
 		contentType: r.Header.Get("Content-Type"), accept: r.Header.Get("Accept"), body: body,
+		proto: r.Proto, userAgent: r.Header.Get("User-Agent"), host: r.Host, close: r.Close,
 	})
 	if len(s.script) == 0 {
 		s.mu.Unlock()
@@ -278,6 +284,10 @@ func TestDeleteSelf(t *testing.T) {
 				require.Equal(t, "/api/v1/namespaces/ci/pods/warm-1", r.path)
 				require.Equal(t, "application/json", r.contentType)
 				require.Equal(t, "application/json", r.accept)
+				require.Equal(t, "HTTP/1.1", r.proto)
+				require.Equal(t, "warmpod", r.userAgent)
+				require.Equal(t, strings.TrimPrefix(host, "https://"), r.host)
+				require.True(t, r.close, "Connection: close")
 				require.Equal(t, wantBody, r.body, "exact DeleteOptions, never gracePeriodSeconds")
 				want := firstToken
 				if tc.wantTokens != nil {

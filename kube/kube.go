@@ -3,11 +3,14 @@
 // self-deletion of the pod through the API server, and the termination
 // message the kubelet shows in the container status.
 //
-// It uses net/http only (no client-go: PID 1 stays small and static, and
-// makes exactly one API call). The rules it follows come from the Kubernetes
-// sources: client-go's InClusterConfig (rest/config.go) for the host, token
-// and CA; the DeleteOptions API reference for the request; Preconditions.Check
-// (apiserver storage) for the 409 on a UID mismatch.
+// It uses neither client-go nor net/http: PID 1 stays small and static, and
+// makes exactly one API call, which is written by hand as one HTTP/1.1
+// request over crypto/tls (http1.go; net/http alone would add about 3.3 MB
+// to the binary). The rules it follows come from the Kubernetes sources:
+// client-go's InClusterConfig (rest/config.go) for the host, token and CA;
+// the DeleteOptions API reference for the request; Preconditions.Check
+// (apiserver storage) for the 409 on a UID mismatch; RFC 9112 and RFC 9110
+// for the message syntax.
 package kube
 
 import (
@@ -15,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,12 +39,13 @@ type Identity struct{ Name, Namespace, UID string }
 
 // Config is what DeleteSelf needs to reach the API server as the pod's
 // service account. The zero value is not usable; build it with FromEnv or
-// fill every field but Client and Sleep.
+// fill every field but Dial and Sleep.
 type Config struct {
 	// Host is the API server's base URL: "https://" +
 	// net.JoinHostPort(KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT), so an
-	// IPv6 host is bracketed (as in client-go's InClusterConfig). No trailing
-	// slash.
+	// IPv6 host is bracketed (as in client-go's InClusterConfig). The port
+	// defaults to 443; one trailing slash is tolerated; a path, query,
+	// userinfo or any other scheme is refused by DeleteSelf.
 	Host string
 	// TokenFile is the service-account token, by default
 	// DefaultServiceAccountDir + "/token". It is read again before every try,
@@ -51,15 +54,26 @@ type Config struct {
 	// deleted.
 	TokenFile string
 	// CAFile is the PEM bundle the API server's certificate is verified
-	// against, by default DefaultServiceAccountDir + "/ca.crt". Only read when
-	// Client is nil.
+	// against, by default DefaultServiceAccountDir + "/ca.crt". Read once per
+	// DeleteSelf call, and only when Dial is nil.
 	CAFile string
 	// Pod is the identity of the pod to delete: ours.
 	Pod Identity
-	// Client sends the request. nil: a client is built from CAFile for each
-	// DeleteSelf call, with TLS verified against that CA only, TLS 1.2 at
-	// least, no proxy, and a timeout of 5 s per try (connect + response).
-	Client *http.Client
+	// Dial opens the connection one try's request is written to, ready to
+	// carry HTTP/1.1 bytes (TLS already done); DeleteSelf closes it after the
+	// answer. ctx carries the try's deadline (5 s for connect, request and
+	// answer together) and ends early when DeleteSelf's ctx does. An error
+	// counts as a network error and is retried, unless it wraps a
+	// certificate verification failure (*tls.CertificateVerificationError or
+	// a crypto/x509 error), which ends the call.
+	//
+	// nil (production): a TCP connection to Host's host:port (net.Dialer,
+	// which never goes through HTTPS_PROXY), then a TLS handshake verified
+	// against the CA bundle of CAFile only, TLS 1.2 at least, ServerName
+	// Host's host (for an IP, crypto/x509 matches the certificate's IP SANs;
+	// for a name, its DNS SANs), ALPN "http/1.1" only (never HTTP/2). Tests
+	// inject an in-memory connection or one to an httptest server.
+	Dial func(ctx context.Context) (net.Conn, error)
 	// Sleep waits between tries and returns ctx.Err() if ctx ends first.
 	// nil: a real timer. Tests inject a recorder so they never sleep.
 	Sleep func(context.Context, time.Duration) error
@@ -79,7 +93,7 @@ type Config struct {
 // /var/run/secrets/.../token: no such file or directory"), so one log line
 // tells the operator what to add to the pod spec. Missing
 // KUBERNETES_SERVICE_HOST or KUBERNETES_SERVICE_PORT means "not running in a
-// cluster"; the error then wraps ErrNotInCluster. Client and Sleep are left
+// cluster"; the error then wraps ErrNotInCluster. Dial and Sleep are left
 // nil (the defaults).
 func FromEnv(getenv func(string) string, saDir string) (Config, error) {
 	if saDir == "" {
