@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warmpod/warmpod/internal/sockdial"
 	"golang.org/x/sys/unix"
 )
 
@@ -178,7 +179,7 @@ func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
 		// when this is a second one started by mistake inside the
 		// container): taking it over would cut PID 1 off from every
 		// client. Only a stale one is removed.
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		if c, err := sockdial.Unix(context.Background(), path, time.Second); err == nil {
 			_ = c.Close()
 			return nil, fmt.Errorf("control socket %s: %w", path, ErrInUse)
 		}
@@ -488,8 +489,7 @@ func peerCred(c *net.UnixConn) (Peer, error) {
 // Errors: the socket cannot be reached within 2 s (the caller should exit
 // ExitUnavailable), or the exchange failed or ctx expired.
 func Call(ctx context.Context, path string, req *Request) (*Response, error) {
-	d := net.Dialer{Timeout: 2 * time.Second}
-	c, err := d.DialContext(ctx, "unix", path)
+	c, err := sockdial.Unix(ctx, path, 2*time.Second)
 	if err != nil {
 		return nil, err
 	}

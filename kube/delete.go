@@ -121,6 +121,14 @@ func (c Config) deleteSelf(ctx context.Context, log *slog.Logger, perTry time.Du
 	}
 	dial := c.Dial
 	if dial == nil {
+		if !ep.ip.IsValid() {
+			// KUBERNETES_SERVICE_HOST is the kubernetes Service's cluster IP
+			// in every cluster; a name would need the resolver, which PID 1
+			// leaves out (internal/sockdial). Not retried: it cannot change.
+			err := fmt.Errorf("self-deletion: API server host %q is a name: PID 1 dials the API server by IP address only (KUBERNETES_SERVICE_HOST)", ep.serverName)
+			log.Error("cannot delete the pod", "error", err)
+			return Failed, err
+		}
 		pool, err := caPool(c.CAFile)
 		if err != nil {
 			log.Error("cannot delete the pod", "error", err)

@@ -17,9 +17,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/warmpod/warmpod/internal/sockdial"
 )
 
 const (
@@ -45,9 +48,10 @@ const (
 
 // endpoint is where the request goes, from Config.Host.
 type endpoint struct {
-	addr       string // host:port to dial; an IPv6 host is bracketed
-	serverName string // TLS ServerName: a DNS name or an IP without brackets
-	authority  string // value of the Host header: host[:port] as in Config.Host
+	addr       string         // host:port to dial; an IPv6 host is bracketed
+	ip         netip.AddrPort // addr when the host is an IP address (invalid for a name)
+	serverName string         // TLS ServerName: a DNS name or an IP without brackets
+	authority  string         // value of the Host header: host[:port] as in Config.Host
 }
 
 // parseHost reads Config.Host, "https://" host [":" port] with an optional
@@ -111,7 +115,12 @@ func parseHost(h string) (endpoint, error) {
 	} else if n, err := strconv.Atoi(port); err != nil || len(port) > 5 || n < 1 || n > 65535 || !allDigits(port) {
 		return bad("the port must be a number from 1 to 65535 (and no path follows it)")
 	}
-	return endpoint{addr: net.JoinHostPort(host, port), serverName: host, authority: auth}, nil
+	ep := endpoint{addr: net.JoinHostPort(host, port), serverName: host, authority: auth}
+	if a, err := netip.ParseAddr(host); err == nil {
+		n, _ := strconv.Atoi(port)
+		ep.ip = netip.AddrPortFrom(a, uint16(n))
+	}
+	return ep, nil
 }
 
 // escapeSegment percent-encodes every byte of s outside RFC 3986's
@@ -216,10 +225,11 @@ func controlByte(v string) int {
 // bounds the dial when ctx has no deadline.
 func tlsDial(pool *x509.CertPool, ep endpoint, timeout time.Duration) func(context.Context) (net.Conn, error) {
 	return func(ctx context.Context) (net.Conn, error) {
-		// net.Dialer connects directly: proxies (HTTPS_PROXY) are a net/http
-		// feature, and an in-cluster client must not go through one.
-		d := net.Dialer{Timeout: timeout}
-		raw, err := d.DialContext(ctx, "tcp", ep.addr)
+		// The API server is dialled by IP (sockdial: no resolver in PID
+		// 1). No proxy either: HTTPS_PROXY is a net/http feature, and an
+		// in-cluster client must not go through one.
+		// DeleteSelf refuses a name before it gets here.
+		raw, err := sockdial.TCP(ctx, ep.ip, timeout)
 		if err != nil {
 			return nil, err
 		}
