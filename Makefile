@@ -3,6 +3,12 @@ SHELL     := /bin/bash
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
+# PID 1 only: no inlining in the packages that serve its one TLS request to
+# the API server (run once per pod, at self-deletion), which makes the binary
+# about 0.2 MB smaller; hot paths (reaping, the pump, probes) keep inlining.
+# The Dockerfile's build line repeats this list.
+COLDPKGS  := crypto/... vendor/golang.org/x/crypto/... math/big encoding/asn1 net/url
+GCFLAGS   := $(foreach p,$(COLDPKGS),-gcflags=$(p)=-l)
 BIN       := bin/warmpod
 DRIVER    := bin/warmpod-gitlab
 PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
@@ -13,7 +19,7 @@ help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
 build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1), bin/warmpod-gitlab (driver)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/warmpod
+	CGO_ENABLED=0 $(GO) build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/warmpod
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DRIVER) ./cmd/warmpod-gitlab
 	@ls -l $(BIN) $(DRIVER) | awk '{print "built", $$NF, $$5, "bytes"}'
 
