@@ -48,10 +48,23 @@ func TestParseConfig(t *testing.T) {
 		{"--stdio", "tty"},
 		{"--cleanup-path", "/proc/x"},
 		{"--no-such-flag"},
+		{"--probe-addr", "localhost:9898"},
+		{"--probe-addr", "9898"},
+		{"--probe-addr", ":http"},
+		{"--probe-addr", ":65536"},
+		{"--probe-addr", "[fe80::1%eth0]:1"},
 	} {
 		_, err := parseConfig(bad, noenv, io.Discard)
 		assert.Error(t, err, "%q", bad)
 	}
+	for addr, want := range map[string]string{":9898": ":9898", "127.0.0.1:0": "127.0.0.1:0", "[::1]:80": "[::1]:80", "[::]:9898": "[::]:9898"} {
+		c, err := parseConfig([]string{"--probe-addr", addr}, noenv, io.Discard)
+		require.NoError(t, err, addr)
+		assert.Equal(t, want, c.probeTCP.String(), addr)
+	}
+	c, err = parseConfig([]string{"--probe-addr", ""}, noenv, io.Discard)
+	require.NoError(t, err)
+	assert.Nil(t, c.probeTCP, "empty: the probe server is off")
 	_, err = parseConfig([]string{"-h"}, noenv, io.Discard)
 	assert.ErrorIs(t, err, errHelp)
 }

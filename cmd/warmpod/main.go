@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/internal/flagenv"
+
 	// PID 1 runs with GOMAXPROCS=1 unless the environment sets it; see
 	// the package for why and why it is set from an initialiser.
 	_ "github.com/warmpod/warmpod/internal/oneproc"
@@ -97,6 +99,7 @@ type pid1Config struct {
 	sup                 supervisor.Config
 	stdio               shellproxy.Mode
 	probeAddr, socket   string
+	probeTCP            *net.TCPAddr // probeAddr parsed; nil when the server is off
 	logLevel, logFormat string
 	logFile             string
 	terminationLog      string
@@ -162,6 +165,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1
 	if c.selfDelete != "auto" && c.selfDelete != "always" && c.selfDelete != "never" {
 		return c, fmt.Errorf("--self-delete %q: want auto, always or never", c.selfDelete)
 	}
+	if c.probeAddr != "" {
+		if c.probeTCP, err = parseListenAddr(c.probeAddr); err != nil {
+			return c, fmt.Errorf("--probe-addr: %w", err)
+		}
+	}
 	if sc.JobUser, err = parseUser(c.jobUser); err != nil {
 		return c, fmt.Errorf("--job-user: %w", err)
 	}
@@ -216,8 +224,8 @@ func pid1(args []string) int {
 	// Bind the probe port next: the kubelet may probe as soon as the
 	// container starts, and a refused connection is a failed probe.
 	var probeLn net.Listener
-	if c.probeAddr != "" {
-		if probeLn, err = net.Listen("tcp", c.probeAddr); err != nil {
+	if c.probeTCP != nil {
+		if probeLn, err = net.ListenTCP("tcp", c.probeTCP); err != nil {
 			log.Error("probe listener", "addr", c.probeAddr, "error", err)
 		}
 	}
@@ -416,6 +424,30 @@ func newLogger(level, format, file string) (*slog.Logger, func(), error) {
 		return slog.New(slog.NewJSONHandler(out, opts)), closeFn, nil
 	}
 	return slog.New(slog.NewTextHandler(out, opts)), closeFn, nil
+}
+
+// parseListenAddr parses "[IP]:PORT" (":9898" listens on every address;
+// an IPv6 address goes in brackets). A host name is refused: resolving it
+// would link net's resolver into PID 1 (internal/sockdial says why), and
+// a probe server binds to an address anyway.
+func parseListenAddr(s string) (*net.TCPAddr, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("%q: the port must be a number from 0 to 65535", s)
+	}
+	a := &net.TCPAddr{Port: int(p)}
+	if host != "" {
+		ip, err := netip.ParseAddr(host)
+		if err != nil || ip.Zone() != "" {
+			return nil, fmt.Errorf("%q: the host must be empty or an IP address", s)
+		}
+		a.IP = ip.AsSlice()
+	}
+	return a, nil
 }
 
 // parseUser parses "UID[:GID]" (numeric: the image may have no
