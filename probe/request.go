@@ -79,6 +79,7 @@ func readRequest(br *bufio.Reader) (request, error) {
 	host, fields := 0, 0
 	clSeen, te := false, false
 	var cl int64
+	clDigits := 0
 	for {
 		line, err := readLine(br, &used, false)
 		if err != nil {
@@ -120,11 +121,13 @@ func readRequest(br *bufio.Reader) (request, error) {
 			if !ok {
 				return req, refuse(statusBadRequest, "malformed Content-Length")
 			}
-			// Repeated fields must agree (RFC 9112 §6.3 item 5).
-			if clSeen && n != cl {
+			// Repeated fields must agree (RFC 9112 §6.3 item 5);
+			// like net/http, "3" and "003" do not (same value and
+			// length means same digits).
+			if clSeen && (n != cl || len(value) != clDigits) {
 				return req, refuse(statusBadRequest, "conflicting Content-Length")
 			}
-			clSeen, cl = true, n
+			clSeen, cl, clDigits = true, n, len(value)
 		case bytes.EqualFold(name, []byte("transfer-encoding")):
 			te = true
 		case bytes.EqualFold(name, []byte("expect")):
