@@ -277,6 +277,9 @@ func (s *server) serveConn(nc net.Conn) {
 // or one asks to close. It does not close nc.
 func (s *server) handle(nc net.Conn) {
 	c := &conn{Conn: nc, s: s, out: make([]byte, 0, 512)}
+	// Whatever way the loop ends, answers already queued go out (the
+	// drain may end a connection between an answer and its flush).
+	defer func() { _ = c.flush() }()
 	br := bufio.NewReaderSize(c, maxHead)
 	for first := true; ; first = false {
 		if !first && br.Buffered() == 0 {
@@ -299,10 +302,11 @@ func (s *server) handle(nc net.Conn) {
 			if !errors.As(err, &re) {
 				// EOF, a deadline, a reset: nothing to answer,
 				// or no one to answer to.
-				_ = c.flush()
 				return
 			}
-			s.log.Debug("probe request refused", "status", re.status, "reason", re.reason, "remote", nc.RemoteAddr().String())
+			if s.log.Enabled(context.Background(), slog.LevelDebug) {
+				s.log.Debug("probe request refused", "status", re.status, "reason", re.reason, "remote", nc.RemoteAddr().String())
+			}
 			s.queue(c, req.method, answer{status: re.status, contentType: textPlain, body: strconv.Itoa(re.status) + " " + statusText(re.status) + ": " + re.reason + "\n"}, true)
 			s.linger(c)
 			return
@@ -317,7 +321,6 @@ func (s *server) handle(nc net.Conn) {
 		}
 		if req.bodyLen > 0 {
 			if _, err := br.Discard(req.bodyLen); err != nil {
-				_ = c.flush()
 				return
 			}
 		}
@@ -329,7 +332,6 @@ func (s *server) handle(nc net.Conn) {
 				// reset the connection under the answer.
 				s.linger(c)
 			}
-			_ = c.flush()
 			return
 		}
 		if len(c.out) >= maxPending {

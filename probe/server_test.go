@@ -2,6 +2,7 @@ package probe
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -461,4 +462,32 @@ func TestServeListenerNilLog(t *testing.T) {
 	require.Equal(t, "ok", string(b))
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// The drain can start between an answer and the wait for the next request:
+// the answer still goes out. (onAnswer starts it at exactly that point.)
+func TestDrainBetweenAnswerAndFlush(t *testing.T) {
+	s := newServer(NewHandler(checks(), checks(), nil, nil), nil)
+	s.onAnswer = func(string, int) { s.draining.Store(true) }
+	c := &memConn{in: bytes.NewReader([]byte("GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"))}
+	s.handle(c)
+	resp, body := readAnswer(t, bufio.NewReader(&c.out), "GET")
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "ok", body)
+}
+
+// Once draining, an answer carries Connection: close and the connection
+// ends after it, even with more requests pipelined.
+func TestDrainingAnswersClose(t *testing.T) {
+	s := newServer(NewHandler(checks(), checks(), nil, nil), nil)
+	s.draining.Store(true)
+	get := "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"
+	c := &memConn{in: bytes.NewReader([]byte(get + get))}
+	s.handle(c)
+	br := bufio.NewReader(&c.out)
+	resp, _ := readAnswer(t, br, "GET")
+	require.Equal(t, 200, resp.StatusCode)
+	require.True(t, resp.Close)
+	_, err := br.ReadByte()
+	require.ErrorIs(t, err, io.EOF)
 }
