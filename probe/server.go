@@ -94,6 +94,10 @@ type server struct {
 	// Connection: close and connections end after them.
 	draining atomic.Bool
 
+	// bufs holds *connBuf between connections: the kubelet opens one
+	// per probe, and 4.5 KiB of buffers each time is garbage for nothing.
+	bufs sync.Pool
+
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{} // open connections, for shutdown
 	closed bool                  // no more connections are tracked
@@ -258,6 +262,13 @@ func (c *conn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
+// connBuf is a connection's read buffer (maxHead bytes, as readRequest
+// needs) and output buffer, kept for the next connection.
+type connBuf struct {
+	br  *bufio.Reader
+	out []byte
+}
+
 func (c *conn) flush() error {
 	if len(c.out) == 0 {
 		return nil
@@ -276,11 +287,25 @@ func (s *server) serveConn(nc net.Conn) {
 // handle answers the requests on nc until it ends, a request is refused,
 // or one asks to close. It does not close nc.
 func (s *server) handle(nc net.Conn) {
-	c := &conn{Conn: nc, s: s, out: make([]byte, 0, 512)}
-	// Whatever way the loop ends, answers already queued go out (the
-	// drain may end a connection between an answer and its flush).
-	defer func() { _ = c.flush() }()
-	br := bufio.NewReaderSize(c, maxHead)
+	cb, _ := s.bufs.Get().(*connBuf)
+	if cb == nil {
+		cb = &connBuf{br: bufio.NewReaderSize(nil, maxHead), out: make([]byte, 0, 512)}
+	}
+	c := &conn{Conn: nc, s: s, out: cb.out[:0]}
+	br := cb.br
+	br.Reset(c)
+	defer func() {
+		// Whatever way the loop ends, answers already queued go out
+		// (the drain may end a connection between an answer and its
+		// flush); then the buffers go back, unless pipelining grew
+		// the output one.
+		_ = c.flush()
+		br.Reset(nil)
+		if cap(c.out) <= 2*maxPending {
+			cb.out = c.out[:0]
+			s.bufs.Put(cb)
+		}
+	}()
 	for first := true; ; first = false {
 		if !first && br.Buffered() == 0 {
 			// Idle: wait for the next request's first byte. The
