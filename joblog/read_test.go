@@ -286,6 +286,12 @@ func TestFollow(t *testing.T) {
 				pieces, rest = append(pieces, rest[:n]), rest[n:]
 			}
 			werr := make(chan error, 1)
+			// The writer holds back the second half until the reader has
+			// been at EOF once, so the test sees a poll however the two
+			// goroutines are scheduled (on a loaded machine the writer
+			// could otherwise finish before the reader starts).
+			polled := make(chan struct{})
+			var pollOnce sync.Once
 			go func() {
 				f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
 				if err != nil {
@@ -294,6 +300,14 @@ func TestFollow(t *testing.T) {
 				}
 				defer f.Close()
 				for i, piece := range pieces {
+					if i == len(pieces)/2 {
+						select {
+						case <-polled:
+						case <-time.After(10 * time.Second):
+							werr <- errors.New("the reader never polled")
+							return
+						}
+					}
 					if _, err := f.Write(piece); err != nil {
 						werr <- err
 						return
@@ -309,7 +323,7 @@ func TestFollow(t *testing.T) {
 				Offset:  tc.offset,
 				Poll:    time.Millisecond,
 				MaxLine: tc.maxLine,
-				OnPoll:  func() { polls++ },
+				OnPoll:  func() { polls++; pollOnce.Do(func() { close(polled) }) },
 			})
 			require.NoError(t, err, "cancel ends follow with nil")
 			require.NoError(t, <-werr)
