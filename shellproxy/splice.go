@@ -164,8 +164,8 @@ func (p *pump) spliceOnce(in int, t *os.File, rc syscall.RawConn) (eof bool) {
 	p.splicing = false
 	p.cond.Broadcast()
 	if n > 0 {
-		p.lastInput.Store(time.Now().UnixNano())
 		p.spliced.Add(uint64(n))
+		p.lastInput.Store(time.Now().UnixNano())
 		return false
 	}
 	var errno unix.Errno
