@@ -63,6 +63,7 @@ func (p *pump) spliceFrom(f *os.File) bool {
 	if err != nil {
 		return false
 	}
+	growPipe(in, spliceMax)
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		_ = unix.Close(in)
@@ -257,6 +258,20 @@ func readableNow(in int) bool {
 			continue
 		}
 		return err == nil && n > 0
+	}
+}
+
+// growPipe raises the capacity of the pipe behind fd to size bytes when it
+// is smaller (best effort; never shrinks it). Each wake-up of the pump
+// moves at most what stdin holds, and each one also wakes the writer and
+// the shell: with the default 64 KiB that is 16 round trips per MiB, which
+// cost more CPU than the splices themselves. The pipe is the container
+// runtime's, but only its buffer grows (to the size of the shell's pipe,
+// charged to the pipe's owner as any pipe buffer); what the writer sees is
+// that it blocks later, as it did when the pump queued 1 MiB itself.
+func growPipe(fd, size int) {
+	if cur, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0); err == nil && cur < size {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, size)
 	}
 }
 

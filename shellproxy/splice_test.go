@@ -452,3 +452,15 @@ func TestPumpCloseEndsTheSpliceReader(t *testing.T) {
 	}
 	require.Equal(t, fds0, countFds(t))
 }
+
+// A stdin pipe smaller than the shell's pipe (the default 64 KiB) is grown
+// to spliceMax, so one wake-up of the pump moves up to that much.
+func TestPumpGrowsASmallStdinPipe(t *testing.T) {
+	src, feed := blockingPipe(t)
+	p := newPump(false)
+	startPump(t, p, src)
+	require.Eventually(t, func() bool {
+		n, err := unix.FcntlInt(feed.Fd(), unix.F_GETPIPE_SZ, 0)
+		return err == nil && n == spliceMax
+	}, 5*time.Second, time.Millisecond)
+}
