@@ -40,6 +40,14 @@ const spliceMax = 1 << 20
 //   - Read and queue otherwise: no target, discarding, a pty, a splice
 //     that failed for good.
 //
+// Not Go's own way between two files (splice into an internal pipe, then
+// out of it): with a blocking stdin the first splice sleeps in the kernel
+// where close cannot reach it (as read(2) does in copyFrom), and bytes
+// parked in the internal pipe would be in flight whenever a shell is
+// swapped, to be read back into the queue. Nor a
+// non-blocking reopen of /proc/self/fd/0 for the poller: it needs /proc
+// and permission on the runtime's pipe, and measured no faster here.
+//
 // No byte lost, none duplicated, order kept. A splice moves bytes from
 // stdin's pipe into the shell's pipe in one system call and returns how
 // many it moved; bytes it did not move are still in stdin (EAGAIN, EPIPE
