@@ -73,6 +73,7 @@ func TestPipeModeRunsStdinLines(t *testing.T) {
 	require.NoError(t, err)
 	h.waitOutput("hello idle 42")
 	require.False(t, h.p.LastInput().IsZero())
+	require.NotZero(t, h.p.pump.spliced.Load(), "stdin and the shell's stdin are pipes: spliced")
 }
 
 // Every line written to stdin runs exactly once, in one shell or the next,
@@ -189,6 +190,7 @@ func TestPTYModeGivesAControllingTerminal(t *testing.T) {
 	_, err := h.in.Write([]byte("[ -t 0 ] && echo has-tty-$((40+2)) $(tty)\n"))
 	require.NoError(t, err)
 	h.waitOutput("has-tty-42 /dev/pts/")
+	require.Zero(t, h.p.pump.spliced.Load(), "a pty master is not a pipe: copied")
 }
 
 func TestParseMode(t *testing.T) {

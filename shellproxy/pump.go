@@ -1,27 +1,45 @@
 package shellproxy
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pump copies the container's stdin to whichever shell is current. Bytes
 // read from stdin wait in queue until a target accepts them, so switching
 // shells (Detach, then Attach) never drops a byte: a write interrupted by
 // Detach puts its unwritten remainder back at the front of the queue.
+// When stdin and the shell's stdin are both pipes, bytes are spliced from
+// one to the other instead while nothing is queued (see spliceFrom).
 type pump struct {
-	mu      sync.Mutex // guards every field below; cond waits on it; a leaf lock
-	cond    *sync.Cond
-	queue   [][]byte
-	target  *os.File
-	writing bool
-	queued  int  // bytes in queue
-	eof     bool // stdin reached end of file or failed
-	closed  bool
+	mu       sync.Mutex // guards every field below; cond waits on it; a leaf lock
+	cond     *sync.Cond
+	queue    [][]byte
+	target   *os.File
+	writing  bool // run is writing a chunk to target
+	splicing bool // spliceFrom is splicing stdin into target
+	queued   int  // bytes in queue
+	eof      bool // stdin reached end of file or failed
+	closed   bool
+
+	// targetRC is target's raw connection when stdin bytes may be spliced
+	// into it (a non-blocking pipe in Go's poller, eofChar 0), nil when
+	// they must be copied; decided once per attach.
+	targetRC syscall.RawConn
+	// noSplice: a splice failed in a way that says this kernel or this
+	// pair of pipes cannot splice (EINVAL, ENOSYS, ...): copy from now on.
+	noSplice bool
+	// wake is the eventfd close signals so that spliceFrom stops waiting
+	// for stdin; -1 while spliceFrom is not running.
+	wake int
 
 	eofChar  byte // how to say end of input to the target (0: close it)
 	lastByte byte // last byte written to the target
@@ -33,6 +51,8 @@ type pump struct {
 	lastInput  atomic.Int64  // unix nanoseconds of the last byte read
 	dropped    atomic.Uint64 // bytes discarded because no shell would take them
 	discarding atomic.Bool   // drop input instead of queueing it
+
+	spliced atomic.Uint64 // bytes moved by splice, for tests and benchmarks
 }
 
 // readChunk is the size of one read from stdin (bytes); maxQueued bounds
@@ -43,14 +63,25 @@ const (
 )
 
 func newPump(closeOnEOF bool) *pump {
-	p := &pump{closeOnEOF: closeOnEOF}
+	p := &pump{closeOnEOF: closeOnEOF, wake: -1}
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
 
 // readFrom reads src until EOF or error, queueing every chunk. It returns
-// when src is exhausted; the pump keeps delivering what was queued.
+// when src is exhausted (or, for a pipe, when the pump is closed); the pump
+// keeps delivering what was queued. A pipe is handed to spliceFrom, which
+// moves its bytes without copying them where it can.
 func (p *pump) readFrom(src io.Reader) {
+	if f, ok := src.(*os.File); ok && isFIFO(f) && p.spliceFrom(f) {
+		return
+	}
+	p.copyFrom(src)
+}
+
+// copyFrom is readFrom for any reader: every chunk is read into memory and
+// queued for run to write.
+func (p *pump) copyFrom(src io.Reader) {
 	for {
 		// Back-pressure: stop reading stdin while maxQueued bytes wait for
 		// a shell, so a flood (or a shell that does not read) costs at most
@@ -62,24 +93,39 @@ func (p *pump) readFrom(src io.Reader) {
 		p.mu.Unlock()
 		buf := make([]byte, readChunk)
 		n, err := src.Read(buf)
-		if n > 0 && p.discarding.Load() {
-			p.dropped.Add(uint64(n))
-		} else if n > 0 {
-			p.lastInput.Store(time.Now().UnixNano())
-			p.mu.Lock()
-			p.queue = append(p.queue, buf[:n:n])
-			p.queued += n
-			p.cond.Broadcast()
-			p.mu.Unlock()
-		}
+		p.took(buf[:n:n])
 		if err != nil {
-			p.mu.Lock()
-			p.eof = true
-			p.cond.Broadcast()
-			p.mu.Unlock()
+			p.setEOF()
 			return
 		}
 	}
+}
+
+// took accounts for b, just read from stdin: dropped while discarding,
+// else stamped as input activity and queued.
+func (p *pump) took(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	if p.discarding.Load() {
+		p.dropped.Add(uint64(len(b)))
+		return
+	}
+	p.lastInput.Store(time.Now().UnixNano())
+	p.mu.Lock()
+	p.queue = append(p.queue, b)
+	p.queued += len(b)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// setEOF records that stdin ended (or failed); run then ends the target's
+// input once the queue is empty, in plain-init mode.
+func (p *pump) setEOF() {
+	p.mu.Lock()
+	p.eof = true
+	p.cond.Broadcast()
+	p.mu.Unlock()
 }
 
 // run delivers queued bytes to the current target until close is called.
@@ -143,8 +189,10 @@ func (p *pump) endInput() {
 // attach makes t the destination of stdin bytes. eofChar is 0 for a pipe,
 // or the terminal's VEOF character for a pty master.
 func (p *pump) attach(t *os.File, eofChar byte) {
+	rc := spliceTarget(t, eofChar)
 	p.mu.Lock()
 	p.target = t
+	p.targetRC = rc
 	p.eofChar = eofChar
 	p.lastByte = 0
 	p.cond.Broadcast()
@@ -152,16 +200,20 @@ func (p *pump) attach(t *os.File, eofChar byte) {
 }
 
 // detach stops delivery to the current target and returns once no write
-// to it is in flight. Bytes not yet written stay queued.
+// or splice to it is in flight. Bytes not yet written stay queued; bytes
+// not yet spliced stay in stdin.
 func (p *pump) detach() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.target
 	p.target = nil
-	if t != nil && p.writing {
+	p.targetRC = nil
+	if t != nil && (p.writing || p.splicing) {
+		// Wakes a write or splice waiting for room in a full pipe: the
+		// shell may never read again.
 		_ = t.SetWriteDeadline(time.Unix(1, 0))
 	}
-	for p.writing {
+	for p.writing || p.splicing {
 		p.cond.Wait()
 	}
 	if t != nil {
@@ -197,10 +249,21 @@ func (p *pump) discard() int {
 	return n
 }
 
-// close stops run.
+// close stops run, and spliceFrom once it is not moving bytes. A write or
+// splice waiting for room in the target is interrupted (the deadline
+// stays: the pump is done with the target); bytes still in stdin stay
+// there.
 func (p *pump) close() {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.closed = true
+	if p.target != nil && (p.writing || p.splicing) {
+		_ = p.target.SetWriteDeadline(time.Unix(1, 0))
+	}
+	if p.wake >= 0 {
+		var one [8]byte // an eventfd counter increment, host byte order
+		binary.NativeEndian.PutUint64(one[:], 1)
+		_, _ = unix.Write(p.wake, one[:])
+	}
 	p.cond.Broadcast()
-	p.mu.Unlock()
 }

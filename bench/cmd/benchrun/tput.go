@@ -12,7 +12,7 @@ import (
 )
 
 // benchTput: metric 6. Base64 text lines through `init -- sh -c cat`:
-// warmpod --stdio pipe (it copies stdin into a pipe it owns), warmpod
+// warmpod --stdio pipe (it moves stdin into a pipe it owns, with splice(2)), warmpod
 // --stdio pty (its own inner pty, cooked: echo and \n → \r\n, so more bytes
 // come out than go in) and the anchors (which pass the fds through).
 func benchTput(c *cfg, res *Results) {
@@ -64,7 +64,7 @@ func benchTput(c *cfg, res *Results) {
 		}
 	}
 	pipe.targetVs("tini", 0.8)
-	pipe.Note = fmt.Sprintf("the host writes base64 lines (76 chars + \\n) in ~1 MiB writes into a pipe that is PID 1's stdin and reads PID 1's stdout pipe; t0 after a first line came back, t1 at stdout EOF; MB/s = input bytes / (t1−t0) / 10^6. warmpod `--stdio pipe --exit-with-command` copies stdin into its own pipe to the shell (stdout passes through); the anchors hand both fds to the child untouched. Output bytes / input bytes: %s.", ratiosString(outRatio, c.initNames))
+	pipe.Note = fmt.Sprintf("the host writes base64 lines (76 chars + \\n) in ~1 MiB writes into a pipe that is PID 1's stdin and reads PID 1's stdout pipe; t0 after a first line came back, t1 at stdout EOF; MB/s = input bytes / (t1−t0) / 10^6. warmpod `--stdio pipe --exit-with-command` moves stdin into its own pipe to the shell (splice(2) between the two pipes; stdout passes through); the anchors hand both fds to the child untouched. Output bytes / input bytes: %s.", ratiosString(outRatio, c.initNames))
 	res.add(pipe)
 	pk := newRow("tput_peak_rss", "inits", fmt.Sprintf("peak PID-1 VmRSS during the %d MiB pipe transfer", c.pipeBytes>>20), "KiB", true, pipe.Runs)
 	for _, n := range c.initNames {
