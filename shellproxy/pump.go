@@ -93,12 +93,24 @@ func (p *pump) copyFrom(src io.Reader) {
 		p.mu.Unlock()
 		buf := make([]byte, readChunk)
 		n, err := src.Read(buf)
-		p.took(buf[:n:n])
+		p.took(fit(buf, n))
 		if err != nil {
 			p.setEOF()
 			return
 		}
 	}
+}
+
+// fit returns buf[:n] in memory of about its size. The queue's bound
+// (maxQueued) counts bytes, and a short read (a typed line, one byte at a
+// time from a slow writer) kept in its readChunk buffer would hold 64 KiB
+// per byte counted; a copy keeps what the queue holds within twice its
+// byte count.
+func fit(buf []byte, n int) []byte {
+	if n < len(buf)/2 {
+		return append([]byte(nil), buf[:n]...)
+	}
+	return buf[:n:n]
 }
 
 // took accounts for b, just read from stdin: dropped while discarding,

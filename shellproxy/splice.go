@@ -130,7 +130,7 @@ func (p *pump) spliceFrom(f *os.File) bool {
 			continue // a non-blocking stdin that something else emptied
 		}
 		if n > 0 {
-			p.took(buf[:n:n])
+			p.took(fit(buf, n))
 		}
 		if n <= 0 || err != nil {
 			p.setEOF()
