@@ -271,6 +271,18 @@ func (p *Proxy) Freeze(env []string) {
 	}
 }
 
+// Retire marks the current shell so that its exit neither starts another
+// nor is reported on Exited, like Freeze but without waiting for a shell
+// swap in progress: the signal thread calls it just before it forwards
+// SIGTERM, and the shell may exit before the loop gets to Freeze.
+func (p *Proxy) Retire() {
+	p.mu.Lock()
+	if p.cur != nil {
+		p.cur.retired.Store(true)
+	}
+	p.mu.Unlock()
+}
+
 // Close restores the terminal (pty mode) and stops copying stdin. Call it
 // after Stop, just before PID 1 exits.
 func (p *Proxy) Close() {

@@ -120,6 +120,24 @@ func TestRespawnAfterExit(t *testing.T) {
 	h.waitOutput("after-2")
 }
 
+// A retired shell that exits is not replaced (the signal thread retires
+// it before it forwards SIGTERM).
+func TestRetiredShellIsNotRespawned(t *testing.T) {
+	h := newHarness(t, ModePipe, true, "/bin/sh")
+	require.NoError(t, h.p.Start([]string{"PATH=/usr/bin:/bin"}))
+	first := h.p.ShellPID()
+	require.Greater(t, first, 1)
+	h.p.Retire()
+	_, err := h.in.Write([]byte("echo retiring; exit 3\n"))
+	require.NoError(t, err)
+	h.waitOutput("retiring")
+	// A respawn would come within 100 ms of the exit (none at all for a
+	// shell that lived a second or more, 100 ms for a younger one).
+	time.Sleep(time.Second)
+	pid := h.p.ShellPID()
+	require.True(t, pid == 0 || pid == first, "a new shell %d was started after the retired one (%d) exited", pid, first)
+}
+
 // Input a shell never read (it was busy in a command that does not read
 // stdin) moves to the next shell when it is replaced.
 func TestReplaceMovesUnreadInputToTheNextShell(t *testing.T) {

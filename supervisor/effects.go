@@ -26,6 +26,7 @@ type Shell interface {
 	Replace(env []string, grace time.Duration) error
 	Stop(grace time.Duration)
 	Freeze(env []string)
+	Retire()
 	Close()
 	Exited() <-chan shellproxy.Exit
 	ShellPID() int

@@ -174,6 +174,8 @@ func (f *fakeShell) Freeze([]string) {
 	w.frozen = true
 }
 
+func (f *fakeShell) Retire() { f.Freeze(nil) }
+
 func (f *fakeShell) Close()                         {}
 func (f *fakeShell) Exited() <-chan shellproxy.Exit { return f.w().exited }
 func (f *fakeShell) Resize()                        {}

@@ -421,6 +421,11 @@ func TestSIGTERMForwardedJustBeforeAJobEndSweep(t *testing.T) {
 		p.w.ignoreTERM(child)
 		r := p.s.forward(unix.SIGTERM) // the thread's kill(2); its note is held back
 		require.True(t, r.forwarded)
+		require.ElementsMatch(t, []int{shell, child}, r.termed, "the group's members, read after the kill")
+		p.w.mu.Lock()
+		frozen := p.w.frozen
+		p.w.mu.Unlock()
+		require.True(t, frozen, "the shell is retired before the loop sees the note")
 		go func() { _, _ = p.s.EndJob("a", 0) }()
 		time.Sleep(time.Second)
 		p.s.notes <- r

@@ -111,9 +111,9 @@ type Supervisor struct {
 		// sweeping: the loop sets them, under mu, before it acts on
 		// them, so no forward slips in after the loop took over.
 		draining, sweeping bool
-		// termPending is the process group a SIGTERM was forwarded to
-		// that the loop has not recorded in termed yet (0: none).
-		termPending int
+		// termPending lists the processes a forwarded SIGTERM reached
+		// that the loop has not recorded in termed yet.
+		termPending []int
 	}
 
 	// Written by the loop, read lock-free by probes and status.
@@ -258,6 +258,7 @@ func (s *Supervisor) loop(ctx context.Context, sigs <-chan os.Signal) {
 			s.takeNotes()
 			s.onSignal(s.forward(sig.(unix.Signal)))
 		case <-tick.C:
+			s.takeNotes()        // as for a SIGCHLD: a TERMed shell is frozen before its exit is reaped
 			s.fx.Children.Reap() // insurance against coalesced SIGCHLDs
 		case <-timer.C:
 		case o := <-s.ops:
@@ -396,8 +397,8 @@ func notForwarded(sig unix.Signal) bool {
 // received is a signal PID 1 took and what forward did with it.
 type received struct {
 	sig       unix.Signal
-	forwarded bool // sent to the shell's process group
-	pgid      int  // that group, for a forwarded SIGTERM
+	forwarded bool  // sent to the shell's process group
+	termed    []int // the group's members a forwarded SIGTERM reached
 }
 
 // Forward is the entry of the signal thread (cmd/warmpod, package
@@ -435,9 +436,13 @@ func (s *Supervisor) forward(sig unix.Signal) received {
 		if s.fwd.sweeping {
 			return r
 		}
-		r.pgid = s.fx.Shell.ShellPID()
+		// The shell must not be replaced when the TERM ends it: the loop
+		// freezes it too, but may reap its exit first.
+		s.fx.Shell.Retire()
+		pgid := s.fx.Shell.ShellPID()
 		_ = s.fx.Shell.Signal(sig)
-		s.fwd.termPending = r.pgid
+		r.termed = s.groupMembers(pgid)
+		s.fwd.termPending = append(s.fwd.termPending, r.termed...)
 	case sig == unix.SIGWINCH:
 		s.fx.Shell.Resize()
 		_ = s.fx.Shell.Signal(sig)
@@ -467,12 +472,10 @@ func (s *Supervisor) setSweeping(on bool) {
 	s.sweeping = on
 	s.fwd.mu.Lock()
 	s.fwd.sweeping = on
-	pg := s.fwd.termPending
-	s.fwd.termPending = 0
+	pending := s.fwd.termPending
+	s.fwd.termPending = nil
 	s.fwd.mu.Unlock()
-	if on {
-		s.recordTermed(pg)
-	}
+	s.recordTermed(pending)
 }
 
 // onSignal is the loop's part of a signal, after forward.
@@ -483,12 +486,9 @@ func (s *Supervisor) onSignal(r received) {
 	case notForwarded(sig):
 	case sig == unix.SIGTERM && s.reason == "":
 		if r.forwarded {
-			s.fwd.mu.Lock()
-			if s.fwd.termPending == r.pgid {
-				s.fwd.termPending = 0
-			}
-			s.fwd.mu.Unlock()
-			s.recordTermed(r.pgid)
+			// Recorded here or by setSweeping/drain, whichever comes
+			// first; recording twice is harmless.
+			s.recordTermed(r.termed)
 		}
 		s.log.Info("SIGTERM: shutting down", "grace", s.cfg.Grace, "forwarded", r.forwarded)
 		// A shell that exits on TERM is not replaced. Freeze waits for a
@@ -507,28 +507,42 @@ func (s *Supervisor) onSignal(r received) {
 	}
 }
 
-// recordTermed notes which processes the SIGTERM just forwarded to process
-// group pgid reached, so the shutdown sweep does not send them a second
-// one. The scan comes after the kill(2): a member forked before it got the
-// signal; one forked in the microseconds between would be spared a TERM it
-// never got and still be SIGKILLed after the grace period, as would a new
-// process that reused a recorded PID before the sweep (the PID space would
-// have to wrap within those milliseconds).
-func (s *Supervisor) recordTermed(pgid int) {
+// groupMembers lists the live members of process group pgid, read just
+// after a SIGTERM was sent to it, on the goroutine that sent it: a member
+// forked before the kill(2) got the signal; one forked in the
+// microseconds between would be spared a TERM it never got and still be
+// SIGKILLed after the grace period, as would a new process that reused a
+// listed PID before the shutdown sweep (the PID space would have to wrap
+// within that time). ProcTable reads /proc and holds no state, so any
+// goroutine may call it.
+func (s *Supervisor) groupMembers(pgid int) []int {
 	if pgid <= 1 {
-		return
+		return nil
 	}
 	procs, err := s.fx.Procs.List()
 	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, p := range procs {
+		if p.PGID == pgid && p.State != 'Z' {
+			out = append(out, p.PID)
+		}
+	}
+	return out
+}
+
+// recordTermed notes processes the pod's SIGTERM reached through the
+// shell's group, so the sweeps do not send them a second one.
+func (s *Supervisor) recordTermed(pids []int) {
+	if len(pids) == 0 {
 		return
 	}
 	if s.termed == nil {
 		s.termed = map[int]bool{}
 	}
-	for _, p := range procs {
-		if p.PGID == pgid && p.State != 'Z' {
-			s.termed[p.PID] = true
-		}
+	for _, pid := range pids {
+		s.termed[pid] = true
 	}
 }
 
@@ -560,12 +574,12 @@ func (s *Supervisor) drain(reason idle.Reason) {
 	s.reason = reason
 	s.fwd.mu.Lock()
 	s.fwd.draining = true
-	pg := s.fwd.termPending
-	s.fwd.termPending = 0
+	pending := s.fwd.termPending
+	s.fwd.termPending = nil
 	s.fwd.mu.Unlock()
 	// A SIGTERM forwarded just before: the shutdown must not send a
 	// second one.
-	s.recordTermed(pg)
+	s.recordTermed(pending)
 	now := time.Now()
 	s.machine.Drain(reason, now)
 	s.publish(now)
