@@ -65,6 +65,9 @@ func TestParseConfig(t *testing.T) {
 	c, err = parseConfig([]string{"--probe-addr", ""}, noenv, io.Discard)
 	require.NoError(t, err)
 	assert.Nil(t, c.probeTCP, "empty: the probe server is off")
+	c, err = parseConfig([]string{"--exit-with-command", "--idle-timeout", "2s", "--", "sleep", "9"}, noenv, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, c.sup.IdleTimeout, "a plain init has no idle deadline")
 	_, err = parseConfig([]string{"-h"}, noenv, io.Discard)
 	assert.ErrorIs(t, err, errHelp)
 }

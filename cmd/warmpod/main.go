@@ -183,6 +183,11 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1
 	if len(sc.Command) == 0 {
 		sc.Command = []string{"/bin/sh"}
 	}
+	if sc.ExitWithCommand {
+		// A plain init (a tini replacement) has no jobs and watches no
+		// activity: an idle deadline would kill a quiet command.
+		sc.IdleTimeout = 0
+	}
 	sc.ReadyMargin = min(sc.ReadyMargin, sc.IdleTimeout/2)
 	sc.IgnoreIdleStdin = c.idleStdin == "ignore"
 	sc.CleanupPaths = cleanupPaths
@@ -223,10 +228,13 @@ func pid1(args []string) int {
 	}
 	// Bind the probe port next: the kubelet may probe as soon as the
 	// container starts, and a refused connection is a failed probe.
-	var probeLn net.Listener
+	var probeLn net.Listener // nil (not a nil *TCPListener) when off or failed
 	if c.probeTCP != nil {
-		if probeLn, err = net.ListenTCP("tcp", c.probeTCP); err != nil {
+		if ln, err := net.ListenTCP("tcp", c.probeTCP); err != nil {
 			log.Error("probe listener", "addr", c.probeAddr, "error", err)
+		} else {
+			probeLn = ln
+			log.Debug("probe server listening", "addr", ln.Addr().String())
 		}
 	}
 	sup, err := newSupervisor(c, log)
@@ -404,6 +412,7 @@ func newLogger(level, format, file string) (*slog.Logger, func(), error) {
 	default:
 		return nil, nil, fmt.Errorf("log level %q: want trace, debug, info, warn, error or off", level)
 	}
+	format = strings.ToLower(format)
 	if format != "text" && format != "json" {
 		return nil, nil, fmt.Errorf("log format %q: want text or json", format)
 	}

@@ -14,10 +14,14 @@ package oneproc
 import (
 	"os"
 	"runtime"
+	"strconv"
 )
 
+// init leaves a valid GOMAXPROCS (a positive integer, as the runtime
+// reads it) alone; an unset or invalid one, which the runtime ignores,
+// becomes 1.
 func init() {
-	if os.Getenv("GOMAXPROCS") == "" {
+	if n, err := strconv.Atoi(os.Getenv("GOMAXPROCS")); err != nil || n < 1 {
 		runtime.GOMAXPROCS(1)
 	}
 }
