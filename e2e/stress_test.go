@@ -612,9 +612,12 @@ func TestStressFloods(t *testing.T) {
 	// The kubelet's probe timeout is 1 s. The full run (30 s, every core
 	// saturated by the floods and this test's own client) must stay under
 	// it with a p99 under 100 ms; the short run in make test, on a CI
-	// machine busy with the build, allows 2 s for one outlier and 1 s at
-	// the p99.
-	limit, p99Limit := 2*time.Second, time.Second
+	// machine busy with the build and the race detector, allows 1 s at the
+	// p99 and 3 s for one outlier: a CI run saw a new connection's
+	// connect(2) take 1.51 s (a SYN retransmitted after the kernel's 1 s
+	// timeout) with p99 209 ms, and the kubelet fails a pod only after
+	// failureThreshold (3) probes in a row.
+	limit, p99Limit := 3*time.Second, time.Second
 	if stressFull() {
 		limit, p99Limit = time.Second, 100*time.Millisecond
 	}
