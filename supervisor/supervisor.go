@@ -470,8 +470,16 @@ func (s *Supervisor) takeNotes() {
 // recorded now, so the sweep does not send its processes a second one.
 func (s *Supervisor) setSweeping(on bool) {
 	s.sweeping = on
+	s.setForwarding(func() { s.fwd.sweeping = on })
+}
+
+// setForwarding changes forward's rules (change runs under fwd.mu) and
+// records in termed the processes a SIGTERM forwarded before the change
+// reached, so the sweep or shutdown that follows does not send them a
+// second one.
+func (s *Supervisor) setForwarding(change func()) {
 	s.fwd.mu.Lock()
-	s.fwd.sweeping = on
+	change()
 	pending := s.fwd.termPending
 	s.fwd.termPending = nil
 	s.fwd.mu.Unlock()
@@ -572,14 +580,7 @@ func (s *Supervisor) drain(reason idle.Reason) {
 		return
 	}
 	s.reason = reason
-	s.fwd.mu.Lock()
-	s.fwd.draining = true
-	pending := s.fwd.termPending
-	s.fwd.termPending = nil
-	s.fwd.mu.Unlock()
-	// A SIGTERM forwarded just before: the shutdown must not send a
-	// second one.
-	s.recordTermed(pending)
+	s.setForwarding(func() { s.fwd.draining = true })
 	now := time.Now()
 	s.machine.Drain(reason, now)
 	s.publish(now)
