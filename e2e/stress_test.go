@@ -548,6 +548,11 @@ func TestStressFloods(t *testing.T) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	refusedFast := atomic.Int64{}
+	// One frame for every oversized write: a copy per connection would
+	// have this race-instrumented process allocate and collect 400 MB
+	// while it measures the probes, and its own GC stalls would be
+	// counted as PID 1's latency.
+	oversized := []byte(`{"op":"job.start","spec":"` + strings.Repeat("A", 2<<20))
 	for i := 0; i < conns; i++ {
 		wg.Add(1)
 		go func() {
@@ -561,7 +566,7 @@ func TestStressFloods(t *testing.T) {
 			mu.Unlock()
 			switch i % 3 {
 			case 1: // oversized frame
-				_, _ = c.Write([]byte(`{"op":"job.start","spec":"` + strings.Repeat("A", 2<<20)))
+				_, _ = c.Write(oversized)
 			case 2: // garbage
 				_, _ = c.Write([]byte("\x00\xff garbage\n"))
 			}
@@ -609,24 +614,26 @@ func TestStressFloods(t *testing.T) {
 	sort.Slice(probeLat.lat, func(i, j int) bool { return probeLat.lat[i] < probeLat.lat[j] })
 	p99 := probeLat.lat[len(probeLat.lat)*99/100]
 	maxLat := probeLat.lat[len(probeLat.lat)-1]
-	// The kubelet's probe timeout is 1 s. The full run (30 s, every core
-	// saturated by the floods and this test's own client) must stay under
-	// it with a p99 under 100 ms; the short run in make test, on a CI
-	// machine busy with the build and the race detector, allows 1 s at the
-	// p99 and 3 s for one outlier: a CI run saw a new connection's
-	// connect(2) take 1.51 s (a SYN retransmitted after the kernel's 1 s
-	// timeout) with p99 209 ms, and the kubelet fails a pod only after
-	// failureThreshold (3) probes in a row.
-	limit, p99Limit := 3*time.Second, time.Second
+	// The kubelet's probe timeout is 1 s: no probe may take longer, in
+	// the short run in make test too. The full run (30 s, every core
+	// saturated by the floods and this test's own client) must also keep
+	// the p99 under 100 ms; the short run, on a CI machine that may be
+	// busy with other packages' tests, 250 ms. (Outliers of 1.5–2.9 s and
+	// EOFs on new connections that CI runs saw came from this process,
+	// not PID 1: a copy of the 2 MiB frame per connection, 400 MB to
+	// allocate and collect under the race detector, stalled the probe
+	// client; the old net/http build showed the same. With one shared
+	// frame: max 110–231 ms, p99 10–17 ms, in 8 runs.)
+	limit, p99Limit := time.Second, 250*time.Millisecond
 	if stressFull() {
-		limit, p99Limit = time.Second, 100*time.Millisecond
+		p99Limit = 100 * time.Millisecond
 	}
 	assert.Less(t, p99, p99Limit, "probe p99")
 	assert.Less(t, maxLat, limit, "a probe took too long (%d new connections, the slowest connect took %s)", probeLat.dials, probeLat.dialMax)
-	assert.Zero(t, probeLat.errors, "probe errors")
+	assert.Zero(t, probeLat.errors, "probe errors: %q", probeLat.failed)
 	assert.Less(t, maxRSS.Load(), int64(128<<10), "PID 1's RSS went past the 128 MiB bound")
-	figure(t, "floods: %d control connections (silent, 2 MiB frames, garbage; %d refused at once with 75), %d probe requests in %d s (%.0f/s achieved of 10,000/s asked, p99 %s, max %s, %d errors), %.1f MB/s stdin for %d s; stage unaffected; PID 1 VmRSS %d KiB before, max %d KiB during, %d KiB after",
-		conns, refusedFast.Load(), len(probeLat.lat), probeLat.secs, float64(len(probeLat.lat))/float64(probeLat.secs), p99.Round(time.Microsecond), maxLat.Round(time.Microsecond), probeLat.errors, mbps, secs, rss0, maxRSS.Load(), rss1)
+	figure(t, "floods: %d control connections (silent, 2 MiB frames, garbage; %d refused at once with 75), %d probe requests in %d s (%.0f/s achieved of 10,000/s asked, p99 %s, max %s, %d errors; %d new connections, slowest connect %s), %.1f MB/s stdin for %d s; stage unaffected; PID 1 VmRSS %d KiB before, max %d KiB during, %d KiB after",
+		conns, refusedFast.Load(), len(probeLat.lat), probeLat.secs, float64(len(probeLat.lat))/float64(probeLat.secs), p99.Round(time.Microsecond), maxLat.Round(time.Microsecond), probeLat.errors, probeLat.dials, probeLat.dialMax.Round(time.Microsecond), mbps, secs, rss0, maxRSS.Load(), rss1)
 }
 
 // pid1UsageQuiet reads the VmRSS (KiB) of host process pid, false when
@@ -651,6 +658,7 @@ type probeResult struct {
 	secs    int
 	dials   int           // requests that opened a new TCP connection
 	dialMax time.Duration // the longest connect(2) among them
+	failed  []string      // the first few errors: what, after how long, on which connection
 }
 
 // probeLoad sends GET /readyz at rate per second for secs seconds over
@@ -683,9 +691,11 @@ func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 				// connection won the race), so the hooks write an
 				// atomic.
 				var dialed atomic.Int64
+				var reused atomic.Bool
 				trace := &httptrace.ClientTrace{
 					ConnectStart: func(string, string) { dialed.Add(-int64(time.Since(t0))) },
 					ConnectDone:  func(string, string, error) { dialed.Add(int64(time.Since(t0))) },
+					GotConn:      func(i httptrace.GotConnInfo) { reused.Store(i.Reused) },
 				}
 				req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, w.URL("/livez"), nil)
 				resp, err := client.Do(req)
@@ -695,6 +705,14 @@ func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 				case ctx.Err() != nil:
 				case err != nil || resp.StatusCode != 200:
 					res.errors++
+					if len(res.failed) < 5 {
+						what := fmt.Sprint(err)
+						if err == nil {
+							what = resp.Status
+						}
+						res.failed = append(res.failed, fmt.Sprintf("%s after %s (reused connection %v, connect %s)",
+							what, d.Round(time.Millisecond), reused.Load(), time.Duration(dialed.Load()).Round(time.Millisecond)))
+					}
 				default:
 					res.lat = append(res.lat, d)
 					if d := time.Duration(dialed.Load()); d != 0 {
