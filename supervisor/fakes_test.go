@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -366,7 +367,10 @@ type pod struct {
 
 // startPod runs a supervisor (in the bubble of t) with cfg, its
 // directories under a temporary directory.
-func startPod(t *testing.T, cfg Config) *pod {
+func startPod(t *testing.T, cfg Config) *pod { return startPodLog(t, cfg, nil) }
+
+// startPodLog is startPod with PID 1's logger.
+func startPodLog(t *testing.T, cfg Config, log *slog.Logger) *pod {
 	dir := t.TempDir()
 	cfg.JobsDir = dir + "/jobs"
 	cfg.LogsDir = dir + "/logs"
@@ -376,7 +380,7 @@ func startPod(t *testing.T, cfg Config) *pod {
 		cfg.TokenEnv = "CI_JOB_TOKEN"
 	}
 	p := &pod{t: t, w: newWorld(), sigs: make(chan os.Signal, 8), code: make(chan int, 1), cfg: cfg}
-	p.s = New(cfg, p.w.effects(), nil)
+	p.s = New(cfg, p.w.effects(), log)
 	go func() { p.code <- p.s.Run(context.Background(), p.sigs) }()
 	return p
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -52,6 +53,17 @@ func (s *Supervisor) handlers() map[string]handler {
 func (s *Supervisor) handleJobStart(_ control.Peer, req *control.Request) control.Response {
 	r, err := s.StartJob(req.Spec)
 	if err != nil {
+		// The executor sees the answer; an operator reading PID 1's log
+		// must see it too. Busy or claimed elsewhere (75) is routine in a
+		// pool; anything else is worth a warning. Spec errors never
+		// quote the spec's values (tokens.SpecError), so this logs no
+		// secret.
+		code := ExitCode(err)
+		lvl := slog.LevelWarn
+		if code == control.ExitTempFail {
+			lvl = slog.LevelInfo
+		}
+		s.log.Log(context.Background(), lvl, "job start refused", "code", code, "error", err)
 		return s.fail(err)
 	}
 	return s.ok(control.Response{Job: r.ID, Replay: r.Replay, LogPath: r.LogPath})

@@ -1,13 +1,17 @@
 package supervisor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -567,4 +571,53 @@ func TestHandleMapsErrorsToExitCodes(t *testing.T) {
 		assert.Equal(t, control.ExitUsage, h(control.Request{Op: control.OpProbe, Probe: "deep"}).Code)
 		assert.Equal(t, 143, p.stop())
 	})
+}
+
+// A refused job start reaches PID 1's log, not only the executor: a bad
+// spec as a warning, a busy pod (75, routine in a pool) as info, and never
+// the spec's values.
+func TestRefusedJobStartIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out syncBuffer
+		p := startPodLog(t, Config{Grace: time.Second}, slog.New(slog.NewTextHandler(&out, nil)))
+		synctest.Wait()
+		h := func(req control.Request) control.Response {
+			return p.s.Handle(context.Background(), control.Peer{PID: 2}, &req)
+		}
+		require.Equal(t, control.ExitDataErr, h(control.Request{Op: control.OpJobStart, Spec: []byte(`{"id":"a","token":"sekrit-1","timeout":"x"}`)}).Code)
+		require.True(t, h(control.Request{Op: control.OpJobStart, Spec: spec("a")}).OK)
+		require.Equal(t, control.ExitTempFail, h(control.Request{Op: control.OpJobStart, Spec: spec("b")}).Code)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		var refused []string
+		for _, l := range lines {
+			if strings.Contains(l, `msg="job start refused"`) {
+				refused = append(refused, l)
+			}
+		}
+		require.Len(t, refused, 2, out.String())
+		assert.Contains(t, refused[0], "level=WARN")
+		assert.Contains(t, refused[0], "code=65")
+		assert.Contains(t, refused[1], "level=INFO")
+		assert.Contains(t, refused[1], "code=75")
+		assert.NotContains(t, out.String(), "sekrit-1")
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
+// syncBuffer is a bytes.Buffer that the loop and the test may use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
