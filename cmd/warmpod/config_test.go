@@ -2,6 +2,8 @@ package main
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -70,4 +72,21 @@ func TestParseConfig(t *testing.T) {
 	assert.Zero(t, c.sup.IdleTimeout, "a plain init has no idle deadline")
 	_, err = parseConfig([]string{"-h"}, noenv, io.Discard)
 	assert.ErrorIs(t, err, errHelp)
+}
+
+// Both log formats write durations as Go durations, as the flags take
+// them (slog's JSON handler alone would write nanoseconds).
+func TestLogDurations(t *testing.T) {
+	for _, format := range []string{"text", "JSON"} {
+		t.Run(format, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "log")
+			log, closeLog, err := newLogger("info", format, file)
+			require.NoError(t, err)
+			log.Info("job started", "timeout", 90*time.Second)
+			closeLog()
+			out, err := os.ReadFile(file)
+			require.NoError(t, err)
+			assert.Regexp(t, `"?timeout"?[:=]"?1m30s"?`, string(out))
+		})
+	}
 }

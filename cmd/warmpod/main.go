@@ -430,6 +430,15 @@ func newLogger(level, format, file string) (*slog.Logger, func(), error) {
 	}
 	opts := &slog.HandlerOptions{Level: lvl}
 	if format == "json" {
+		// slog's JSON handler writes a time.Duration as integer
+		// nanoseconds; the text handler, the flags and the job spec all
+		// write "1m30s", so the JSON log does too.
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		return slog.New(slog.NewJSONHandler(out, opts)), closeFn, nil
 	}
 	return slog.New(slog.NewTextHandler(out, opts)), closeFn, nil
