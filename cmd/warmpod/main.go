@@ -214,6 +214,10 @@ func pid1(args []string) int {
 		return control.ExitUsage
 	}
 	defer closeLog()
+	// Catch signals first: until os/signal is subscribed, a SIGTERM (a
+	// pod deleted as it starts) would make the Go runtime exit 2 rather
+	// than drain (see serve).
+	sigs := initProcess(log)
 	harden(log)
 	srv, err := control.Listen(c.socket, nil, log.With("component", "control"))
 	switch {
@@ -245,7 +249,7 @@ func pid1(args []string) int {
 		}
 		return control.ExitSoftware
 	}
-	return serve(c, sup, srv, probeLn, log)
+	return serve(c, sup, srv, probeLn, sigs, log)
 }
 
 // newSupervisor builds the supervisor with its real effects: the shell
@@ -280,7 +284,7 @@ func newSupervisor(c pid1Config, log *slog.Logger) (*supervisor.Supervisor, erro
 
 // serve runs the control socket and the probe server beside the
 // supervisor until it returns PID 1's exit status.
-func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeLn net.Listener, log *slog.Logger) int {
+func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeLn net.Listener, sigs chan os.Signal, log *slog.Logger) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if srv != nil {
@@ -301,8 +305,15 @@ func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeL
 			}
 		}()
 	}
-	sigs := initProcess(log)
-	defer signal.Stop(sigs)
+	// sigs is never stopped (no signal.Stop), so os/signal stays
+	// subscribed until the process exits. Stopped, a SIGTERM would make
+	// the Go runtime raise it again with the default action, which the
+	// kernel does not deliver to a PID 1 without a handler
+	// (pid_namespaces(7)), and the runtime then exits 2. The kubelet sends
+	// one as soon as PID 1 has deleted its own pod, so a clean idle exit
+	// read as status 2 (TestSIGTERMAfterServeReturns). Subscribed, a late
+	// signal lands in the channel, unread.
+	//
 	// The main goroutine (locked to the main thread by init) takes the
 	// forwarded signals with rt_sigtimedwait and forwards each before
 	// anything else runs; while it is busy, os/signal's channel is the
