@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -54,16 +53,19 @@ func (s *Supervisor) handleJobStart(_ control.Peer, req *control.Request) contro
 	r, err := s.StartJob(req.Spec)
 	if err != nil {
 		// The executor sees the answer; an operator reading PID 1's log
-		// must see it too. Busy or claimed elsewhere (75) is routine in a
-		// pool; anything else is worth a warning. Spec errors never
-		// quote the spec's values (tokens.SpecError), so this logs no
-		// secret.
+		// must see it too. Busy, claimed elsewhere (75) or draining (69)
+		// is routine in a pool; a bad spec (65) is worth a warning; a
+		// failed start (70) was logged as an error where it failed.
+		// Spec errors never quote the spec's values (tokens.SpecError),
+		// so this logs no secret.
 		code := ExitCode(err)
-		lvl := slog.LevelWarn
-		if code == control.ExitTempFail {
-			lvl = slog.LevelInfo
+		switch code {
+		case control.ExitTempFail, control.ExitUnavailable:
+			s.log.Info("job start refused", "code", code, "error", err)
+		case control.ExitSoftware:
+		default:
+			s.log.Warn("job start refused", "code", code, "error", err)
 		}
-		s.log.Log(context.Background(), lvl, "job start refused", "code", code, "error", err)
 		return s.fail(err)
 	}
 	return s.ok(control.Response{Job: r.ID, Replay: r.Replay, LogPath: r.LogPath})

@@ -575,7 +575,7 @@ func TestHandleMapsErrorsToExitCodes(t *testing.T) {
 
 // A refused job start reaches PID 1's log, not only the executor: a bad
 // spec as a warning, a busy pod (75, routine in a pool) as info, and never
-// the spec's values.
+// the spec's values. (A failed start, 70, is logged where it fails.)
 func TestRefusedJobStartIsLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out syncBuffer
