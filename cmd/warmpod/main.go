@@ -230,6 +230,7 @@ func pid1(args []string) int {
 		log.Error("control socket unavailable: job hand-over disabled", "path", c.socket, "error", err)
 		srv = nil
 	}
+	becomeSubreaper(log)
 	// Bind the probe port next: the kubelet may probe as soon as the
 	// container starts, and a refused connection is a failed probe.
 	var probeLn net.Listener // nil (not a nil *TCPListener) when off or failed
@@ -335,23 +336,31 @@ func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeL
 	return <-code
 }
 
-// initProcess makes this process an init: a child subreaper when it is not
-// PID 1 (so orphans are still reaped), inherited ignored signals reset for
-// its children, and every signal delivered to the returned channel.
+// initProcess readies this process's signals as an init's: inherited
+// ignored signals reset for its children, and every signal delivered to
+// the returned channel.
 func initProcess(log *slog.Logger) chan os.Signal {
-	if os.Getpid() != 1 {
-		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-			log.Warn("not PID 1 and cannot become a child subreaper: orphans will not be reaped", "error", err)
-		} else {
-			log.Info("not PID 1: running as child subreaper", "pid", os.Getpid())
-		}
-	}
 	if caught := shellproxy.CatchIgnoredSignals(); len(caught) > 0 {
 		log.Debug("inherited ignored signals reset for children", "signals", fmt.Sprint(caught))
 	}
 	sigs := make(chan os.Signal, 64)
 	signal.Notify(sigs, caught()...)
 	return sigs
+}
+
+// becomeSubreaper makes this process a child subreaper when it is not
+// PID 1, so that orphans are still reaped. It runs once this process is
+// sure to be the pod's init (after the control socket check), before the
+// first child.
+func becomeSubreaper(log *slog.Logger) {
+	if os.Getpid() == 1 {
+		return
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		log.Warn("not PID 1 and cannot become a child subreaper: orphans will not be reaped", "error", err)
+	} else {
+		log.Info("not PID 1: running as child subreaper", "pid", os.Getpid())
+	}
 }
 
 // caught lists the signals PID 1 subscribes to through os/signal: all of

@@ -57,7 +57,14 @@ func TestSIGTERMAfterServeReturns(t *testing.T) {
 		"--", "/bin/true",
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(args, "\n"))
+	// Without the caller's WARMPOD_* (flags' environment twins) the
+	// child runs with exactly these flags.
+	cmd.Env = []string{childEnv + "=" + strings.Join(args, "\n")}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "WARMPOD_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
