@@ -661,11 +661,14 @@ type probeResult struct {
 	failed  []string      // the first few errors: what, after how long, on which connection
 }
 
-// probeLoad sends GET /readyz at rate per second for secs seconds over
-// keep-alive connections and records each latency.
+// probeLoad sends GET /livez at rate per second for secs seconds and
+// records each latency: most workers over keep-alive connections, one in
+// eight over a new connection each time, as the kubelet's HTTP prober
+// does (it disables keep-alives), so that a stalled accept loop shows.
 func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	var mu sync.Mutex
 	res := probeResult{secs: secs}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(secs)*time.Second)
@@ -675,6 +678,10 @@ func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 	interval := time.Duration(workers) * time.Second / time.Duration(rate)
 	for k := 0; k < workers; k++ {
 		wg.Add(1)
+		c := client
+		if k%8 == 0 {
+			c = fresh
+		}
 		go func() {
 			defer wg.Done()
 			tick := time.NewTicker(interval)
@@ -698,11 +705,15 @@ func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 					GotConn:      func(i httptrace.GotConnInfo) { reused.Store(i.Reused) },
 				}
 				req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodGet, w.URL("/livez"), nil)
-				resp, err := client.Do(req)
+				resp, err := c.Do(req)
 				d := time.Since(t0)
 				mu.Lock()
 				switch {
-				case ctx.Err() != nil:
+				case ctx.Err() != nil && d < time.Second:
+					// Cut by the end of the window: not an answer,
+					// unless it had waited longer than the kubelet's
+					// probe timeout already (a PID 1 hung in the last
+					// second would otherwise show nothing).
 				case err != nil || resp.StatusCode != 200:
 					res.errors++
 					if len(res.failed) < 5 {
