@@ -614,19 +614,21 @@ func TestStressFloods(t *testing.T) {
 	sort.Slice(probeLat.lat, func(i, j int) bool { return probeLat.lat[i] < probeLat.lat[j] })
 	p99 := probeLat.lat[len(probeLat.lat)*99/100]
 	maxLat := probeLat.lat[len(probeLat.lat)-1]
-	// The kubelet's probe timeout is 1 s: no probe may take longer, in
-	// the short run in make test too. The full run (30 s, every core
-	// saturated by the floods and this test's own client) must also keep
-	// the p99 under 100 ms; the short run, on a CI machine that may be
-	// busy with other packages' tests, 250 ms. (Outliers of 1.5–2.9 s and
-	// EOFs on new connections that CI runs saw came from this process,
-	// not PID 1: a copy of the 2 MiB frame per connection, 400 MB to
-	// allocate and collect under the race detector, stalled the probe
-	// client; the old net/http build showed the same. With one shared
-	// frame: max 110–231 ms, p99 10–17 ms, in 8 runs.)
-	limit, p99Limit := time.Second, 250*time.Millisecond
+	// The kubelet's probe timeout is 1 s. The full run (30 s, every core
+	// saturated by the floods and this test's own client) holds every
+	// probe under it and the p99 under 100 ms. The short run in make test
+	// may share the machine with other packages' race-detector tests:
+	// beside four of them it saw a max of 904 ms, so it allows 2 s for a
+	// probe (the kubelet acts on failureThreshold, 3 timeouts in a row,
+	// not one) and 250 ms at the p99. Outliers of 1.5-2.9 s and EOFs on
+	// new connections that CI runs saw came from this process, not PID 1:
+	// a copy of the 2 MiB frame per connection, 400 MB to allocate and
+	// collect under the race detector, stalled the probe client; the old
+	// net/http build showed the same. With one shared frame, alone:
+	// max 110-253 ms, p99 10-17 ms, in 13 runs.
+	limit, p99Limit := 2*time.Second, 250*time.Millisecond
 	if stressFull() {
-		p99Limit = 100 * time.Millisecond
+		limit, p99Limit = time.Second, 100*time.Millisecond
 	}
 	assert.Less(t, p99, p99Limit, "probe p99")
 	assert.Less(t, maxLat, limit, "a probe took too long (%d new connections, the slowest connect took %s)", probeLat.dials, probeLat.dialMax)
