@@ -322,11 +322,14 @@ func isFIFO(f *os.File) bool {
 		return false
 	}
 	fifo := false
-	_ = rc.Control(func(fd uintptr) {
-		var st unix.Stat_t
-		fifo = unix.Fstat(int(fd), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO
-	})
+	_ = rc.Control(func(fd uintptr) { fifo = fdIsFIFO(int(fd)) })
 	return fifo
+}
+
+// fdIsFIFO tells whether fd is a pipe or a named pipe.
+func fdIsFIFO(fd int) bool {
+	var st unix.Stat_t
+	return unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO
 }
 
 // spliceTarget returns t's raw connection when stdin bytes may be spliced
@@ -345,8 +348,7 @@ func spliceTarget(t *os.File, eofChar byte) syscall.RawConn {
 	}
 	ok := false
 	_ = rc.Control(func(fd uintptr) {
-		var st unix.Stat_t
-		if unix.Fstat(int(fd), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		if !fdIsFIFO(int(fd)) {
 			return
 		}
 		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
