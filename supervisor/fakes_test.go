@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/idle"
 	"github.com/warmpod/warmpod/kube"
 	"github.com/warmpod/warmpod/shellproxy"
@@ -383,6 +384,11 @@ func startPodLog(t *testing.T, cfg Config, log *slog.Logger) *pod {
 	p.s = New(cfg, p.w.effects(), log)
 	go func() { p.code <- p.s.Run(context.Background(), p.sigs) }()
 	return p
+}
+
+// handle sends req through Handle, the control adapter, as peer PID 2.
+func (p *pod) handle(req control.Request) control.Response {
+	return p.s.Handle(context.Background(), control.Peer{PID: 2}, &req)
 }
 
 // exitCode waits for Run to return.

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -551,9 +550,7 @@ func TestHandleMapsErrorsToExitCodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := startPod(t, Config{Grace: time.Second})
 		synctest.Wait()
-		h := func(req control.Request) control.Response {
-			return p.s.Handle(context.Background(), control.Peer{PID: 2}, &req)
-		}
+		h := p.handle
 		assert.Equal(t, control.ExitUsage, h(control.Request{Op: "nope"}).Code)
 		assert.Equal(t, control.ExitUsage, h(control.Request{Op: control.OpStall}).Code, "test hooks are off")
 		assert.Equal(t, control.ExitDataErr, h(control.Request{Op: control.OpJobStart, Spec: []byte(`{`)}).Code)
@@ -581,9 +578,7 @@ func TestRefusedJobStartIsLogged(t *testing.T) {
 		var out syncBuffer
 		p := startPodLog(t, Config{Grace: time.Second}, slog.New(slog.NewTextHandler(&out, nil)))
 		synctest.Wait()
-		h := func(req control.Request) control.Response {
-			return p.s.Handle(context.Background(), control.Peer{PID: 2}, &req)
-		}
+		h := p.handle
 		require.Equal(t, control.ExitDataErr, h(control.Request{Op: control.OpJobStart, Spec: []byte(`{"id":"a","token":"sekrit-1","timeout":"x"}`)}).Code)
 		require.True(t, h(control.Request{Op: control.OpJobStart, Spec: spec("a")}).OK)
 		require.Equal(t, control.ExitTempFail, h(control.Request{Op: control.OpJobStart, Spec: spec("b")}).Code)
