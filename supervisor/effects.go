@@ -53,13 +53,9 @@ type Processes interface {
 	// Clients returns the PIDs among procs that are warmpod clients that
 	// came in through an exec session.
 	Clients(procs []idle.Proc) map[int]bool
-	// Terminate sends SIGTERM to every process keep does not protect
-	// (except those in termed, which had one already), SIGKILL to what is
-	// left after grace, and returns how many it signalled.
-	Terminate(keep func(idle.Proc) bool, termed map[int]bool, grace time.Duration) int
-	// WaitGone waits up to d until no process outside keep is left, and
-	// tells whether none is.
-	WaitGone(keep func(idle.Proc) bool, d time.Duration) bool
+	// Signal sends sig to pid (nothing when it is gone, nothing to a
+	// PID below 2).
+	Signal(pid int, sig unix.Signal)
 	// IO returns the bytes pid has read and written (rchar + wchar), and
 	// false when they cannot be read.
 	IO(pid int) (uint64, bool)

@@ -255,57 +255,11 @@ func cloneSet(m map[int]bool) map[int]bool {
 	return out
 }
 
-func (f *fakeProcs) targets(keep func(idle.Proc) bool) []int {
-	procs, _ := f.List()
-	var out []int
-	for _, p := range procs {
-		if keep == nil || !keep(p) {
-			out = append(out, p.PID)
-		}
-	}
-	return out
-}
-
-func (f *fakeProcs) Terminate(keep func(idle.Proc) bool, termed map[int]bool, grace time.Duration) int {
+func (f *fakeProcs) Signal(pid int, sig unix.Signal) {
 	w := (*world)(f)
-	targets := f.targets(keep)
 	w.mu.Lock()
-	for _, pid := range targets {
-		if !termed[pid] {
-			w.kill(pid, unix.SIGTERM)
-		}
-	}
-	w.mu.Unlock()
-	if f.WaitGone(keep, grace) {
-		return len(targets)
-	}
-	w.mu.Lock()
-	for _, pid := range f.targetsLocked(keep) {
-		w.kill(pid, unix.SIGKILL)
-	}
-	w.mu.Unlock()
-	return len(targets)
-}
-
-func (f *fakeProcs) targetsLocked(keep func(idle.Proc) bool) []int {
-	var out []int
-	for pid, p := range f.procs {
-		if keep == nil || !keep(p.p) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-func (f *fakeProcs) WaitGone(keep func(idle.Proc) bool, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for len(f.targets(keep)) > 0 {
-		if !time.Now().Before(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
+	defer w.mu.Unlock()
+	w.kill(pid, sig)
 }
 
 func (f *fakeProcs) IO(int) (uint64, bool) { return 0, true }

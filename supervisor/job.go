@@ -298,7 +298,7 @@ func (s *Supervisor) killJobProcesses(peer int, termed map[int]bool, grace time.
 			keep[pid] = true
 		}
 	}
-	n := s.fx.Procs.Terminate(func(p idle.Proc) bool { return keep[p.PID] }, termed, grace)
+	n := s.terminate(func(p idle.Proc) bool { return keep[p.PID] }, termed, grace)
 	s.fx.Children.Reap()
 	return n
 }

@@ -3,8 +3,6 @@ package supervisor
 import (
 	"os"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/warmpod/warmpod/idle"
 	"golang.org/x/sys/unix"
@@ -117,96 +115,15 @@ func ancestors(procs []idle.Proc, pid int) map[int]bool {
 	return out
 }
 
-// Terminate sends SIGTERM to every container process that keep does not
-// protect, waits up to grace for them to be gone, then SIGKILLs what is
-// left and waits (bounded) for that too. It returns how many processes were
-// signalled. PIDs below 2 are never signalled. Processes in termed have
-// had their SIGTERM already (PID 1 forwarded the pod's SIGTERM to the
-// shell's process group): they get no second one, since many programs take
-// a second SIGTERM as "abort now" and skip their clean-up, but they are
-// still SIGKILLed after grace.
-func (v *ProcTable) Terminate(keep func(idle.Proc) bool, termed map[int]bool, grace time.Duration) int {
-	targets := v.targets(keep)
-	if len(targets) == 0 {
-		return 0
-	}
-	for _, pid := range targets {
-		if !termed[pid] {
-			sendSignal(pid, unix.SIGTERM)
-		}
-	}
-	if v.WaitGone(keep, grace) {
-		return len(targets)
-	}
-	// The KILL rounds spare nothing that keep does not protect, not even
-	// a process that looks like a runtime's exec init (any process can
-	// call itself "runc:[2:INIT]"; a real one has exec'd long before).
-	all := func(p idle.Proc) bool { return keep != nil && keep(p) }
-	for round := 0; round < 3; round++ {
-		for _, pid := range v.targetsOf(all) {
-			sendSignal(pid, unix.SIGKILL)
-		}
-		if v.waitGoneOf(all, 2*time.Second) {
-			break
-		}
-	}
-	return len(targets)
-}
-
-// targets lists the container processes to signal: not zombies, not kept,
-// and not a runtime's exec init still entering the container.
-func (v *ProcTable) targets(keep func(idle.Proc) bool) []int {
-	return v.targetsOf(func(p idle.Proc) bool { return entering(p) || (keep != nil && keep(p)) })
-}
-
-func (v *ProcTable) targetsOf(skip func(idle.Proc) bool) []int {
-	procs, err := v.List()
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, p := range procs {
-		if p.State == 'Z' || skip(p) {
-			continue
-		}
-		out = append(out, p.PID)
-	}
-	return out
-}
-
-// WaitGone polls every 10 ms, up to d, until no process outside keep
-// (and no runtime exec init still entering) is left.
-func (v *ProcTable) WaitGone(keep func(idle.Proc) bool, d time.Duration) bool {
-	return v.waitGoneOf(func(p idle.Proc) bool { return entering(p) || (keep != nil && keep(p)) }, d)
-}
-
-func (v *ProcTable) waitGoneOf(skip func(idle.Proc) bool, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for {
-		if len(v.targetsOf(skip)) == 0 {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // IO returns rchar+wchar of pid (/proc/PID/io); false when unreadable
 // (the process is gone, or belongs to another user).
 func (v *ProcTable) IO(pid int) (uint64, bool) { return idle.ReadIO(v.root, pid) }
 
-func sendSignal(pid int, sig unix.Signal) {
+// Signal sends sig to pid; a process that is gone already (ESRCH) is
+// not an error worth reporting. PIDs below 2 are refused: kill(2) of 0 or
+// -1 reaches a whole group or every process, and PID 1 is warmpod.
+func (v *ProcTable) Signal(pid int, sig unix.Signal) {
 	if pid > 1 {
 		_ = unix.Kill(pid, sig)
 	}
-}
-
-// entering tells whether p is a runtime's init that is still setting up an
-// exec session (runc's "runc:[2:INIT]" before it execs the command, e.g. a
-// `kubectl exec ... warmpod status` arriving during a clean-up). Killing it
-// would fail that exec with "read init-p: connection reset by peer".
-func entering(p idle.Proc) bool {
-	return strings.HasPrefix(p.Comm, "runc:[")
 }

@@ -379,7 +379,7 @@ func (s *Supervisor) terminateStage(leader, peer int, grace time.Duration) int {
 			keep[pid] = true
 		}
 	}
-	n := s.fx.Procs.Terminate(func(p idle.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, nil, grace)
+	n := s.terminate(func(p idle.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, nil, grace)
 	s.fx.Children.Reap()
 	return n
 }

@@ -617,9 +617,9 @@ func (s *Supervisor) shutdown() {
 		if procs, err := s.fx.Procs.List(); err == nil {
 			clients = s.fx.Procs.Clients(procs)
 		}
-		n = s.fx.Procs.Terminate(func(p idle.Proc) bool { return clients[p.PID] }, termed, grace)
-		s.fx.Procs.WaitGone(func(p idle.Proc) bool { return !clients[p.PID] }, 2*time.Second)
-		n += s.fx.Procs.Terminate(nil, nil, time.Second)
+		n = s.terminate(func(p idle.Proc) bool { return clients[p.PID] }, termed, grace)
+		s.waitGone(func(p idle.Proc) bool { return !clients[p.PID] }, 2*time.Second)
+		n += s.terminate(nil, nil, time.Second)
 		s.fx.Shell.Stop(time.Second)
 		s.wipe(j)
 	}, func() {
