@@ -28,6 +28,11 @@ type world struct {
 	procs   map[int]*fproc
 	signals []sent // every signal sent, in order
 	clients map[int]bool
+	// onList, when set, runs (mu held) at every List of the process
+	// table, numbered from 1: a test places a process's start between two
+	// looks of PID 1 (after the forward, before the sweep).
+	onList func(w *world, n int)
+	lists  int
 
 	// shell
 	shellPID  int
@@ -46,8 +51,15 @@ type world struct {
 type fproc struct {
 	p          idle.Proc
 	ignoreTERM bool
-	exit       chan shellproxy.Exit // PID 1's child: gets its wait status
-	pinned     chan struct{}        // a pinned writer: closed when it dies
+	// onTERM, when set, is the process's TERM handler (run with the
+	// world's mutex held): the process survives the TERM and does what
+	// the handler does (spawn its clean-up, say).
+	onTERM func(w *world, pid int)
+	// termPending: a TERM reached the process while it was stopped
+	// (State 'T'); it is delivered at SIGCONT, as the kernel does.
+	termPending bool
+	exit        chan shellproxy.Exit // PID 1's child: gets its wait status
+	pinned      chan struct{}        // a pinned writer: closed when it dies
 }
 
 type sent struct {
@@ -76,8 +88,24 @@ func (w *world) spawnLocked(ppid, pgid int, comm string) int {
 	if pgid == 0 {
 		pgid = pid
 	}
-	w.procs[pid] = &fproc{p: idle.Proc{PID: pid, PPID: ppid, PGID: pgid, SID: pgid, State: 'S', Comm: comm}}
+	// Start is unique per process, as the kernel's start time is per
+	// PID: a fake PID is never reused.
+	w.procs[pid] = &fproc{p: idle.Proc{PID: pid, PPID: ppid, PGID: pgid, SID: pgid, State: 'S', Comm: comm, Start: uint64(pid) * 3}}
 	return pid
+}
+
+// trap gives pid a TERM handler (see fproc.onTERM).
+func (w *world) trap(pid int, handler func(w *world, pid int)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.procs[pid].onTERM = handler
+}
+
+// stop puts pid in the stopped state (SIGSTOP, a job-control stop).
+func (w *world) stop(pid int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.procs[pid].p.State = 'T'
 }
 
 func (w *world) ignoreTERM(pid int) {
@@ -112,12 +140,44 @@ func (w *world) kill(pid int, sig unix.Signal) {
 		return // kill(2) of a reaped PID: ESRCH
 	}
 	w.signals = append(w.signals, sent{pid, sig})
-	if sig == unix.SIGTERM && p.ignoreTERM {
+	switch sig {
+	case unix.SIGKILL:
+	case unix.SIGCONT:
+		if p.p.State == 'T' {
+			p.p.State = 'S'
+			if p.termPending {
+				p.termPending = false
+				w.deliverTERM(pid, p)
+			}
+		}
 		return
-	}
-	if sig != unix.SIGTERM && sig != unix.SIGKILL {
+	case unix.SIGTERM:
+		if p.p.State == 'T' {
+			p.termPending = true
+			return
+		}
+		w.deliverTERM(pid, p)
+		return
+	default:
 		return // forwarded signals: recorded only
 	}
+	w.die(pid, p, sig)
+}
+
+// deliverTERM acts out a TERM that reached a running process (caller holds
+// mu).
+func (w *world) deliverTERM(pid int, p *fproc) {
+	switch {
+	case p.ignoreTERM:
+	case p.onTERM != nil:
+		p.onTERM(w, pid)
+	default:
+		w.die(pid, p, unix.SIGTERM)
+	}
+}
+
+// die removes pid, killed by sig (caller holds mu).
+func (w *world) die(pid int, p *fproc, sig unix.Signal) {
 	delete(w.procs, pid)
 	if p.exit != nil {
 		p.exit <- shellproxy.Exit{PID: pid, Status: unix.WaitStatus(sig)}
@@ -232,6 +292,10 @@ func (f *fakeProcs) List() ([]idle.Proc, error) {
 	w := (*world)(f)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.lists++
+	if w.onList != nil {
+		w.onList(w, w.lists)
+	}
 	out := make([]idle.Proc, 0, len(w.procs))
 	for _, p := range w.procs {
 		out = append(out, p.p)

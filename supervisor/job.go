@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -248,7 +247,7 @@ func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error
 	// From here until the sweep is done, a SIGTERM is not forwarded: the
 	// sweep sends every job process (the shell's group included) its TERM.
 	s.setSweeping(true)
-	termed := maps.Clone(s.termed)
+	l := s.termed.clone()
 	n := 0
 	s.work("job end", func() {
 		// No job shell may be respawned with the job's environment from
@@ -256,7 +255,7 @@ func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error
 		s.fx.Shell.Freeze(s.cfg.BaseEnv)
 		// Uploads of this job die with it: none may land in the next job.
 		s.stopPuts(j, puts)
-		n = s.killJobProcesses(peer, termed, s.cfg.Grace)
+		n = s.killJobProcesses(peer, l, s.cfg.Grace)
 		s.post(func() { s.setSweeping(false) })
 		s.wipe(j)
 		s.fx.Shell.SetDiscardInput(s.cfg.IgnoreIdleStdin)
@@ -285,10 +284,11 @@ func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error
 // killJobProcesses sends SIGTERM (SIGKILL after grace) to every container
 // process except PID 1, warmpod's clients and the ancestry of the client
 // peer (a worker). Daemons that double-forked away were re-parented to
-// PID 1 and are included. Processes in termed got the pod's SIGTERM
-// already (forwarded just before the sweep began) and are not sent a
-// second one.
-func (s *Supervisor) killJobProcesses(peer int, termed map[int]bool, grace time.Duration) int {
+// PID 1 and are included. l says who had a SIGTERM already (the pod's,
+// forwarded just before the sweep began; a stage cancel's) and who was
+// running at the first one: none gets a second, and a process started
+// after it gets none (termLedger).
+func (s *Supervisor) killJobProcesses(peer int, l *termLedger, grace time.Duration) int {
 	keep := map[int]bool{}
 	if procs, err := s.fx.Procs.List(); err == nil {
 		if peer > 1 {
@@ -298,7 +298,7 @@ func (s *Supervisor) killJobProcesses(peer int, termed map[int]bool, grace time.
 			keep[pid] = true
 		}
 	}
-	n := s.terminate(func(p idle.Proc) bool { return keep[p.PID] }, termed, grace)
+	n := s.terminate(func(p idle.Proc) bool { return keep[p.PID] }, l, grace)
 	s.fx.Children.Reap()
 	return n
 }
@@ -316,7 +316,7 @@ func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) (End
 		}
 		j.cancelled = true
 		s.setSweeping(true)
-		termed := maps.Clone(s.termed)
+		l := s.termed.clone()
 		puts := j.inflight()
 		var stages []<-chan struct{}
 		for _, st := range j.stages {
@@ -326,7 +326,7 @@ func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) (End
 		s.work("job cancel", func() {
 			s.fx.Shell.Freeze(nil)
 			s.stopPuts(j, puts) // an upload must not land after the wipe below
-			n = s.killJobProcesses(peer, termed, grace)
+			n = s.killJobProcesses(peer, l, grace)
 			s.post(func() { s.setSweeping(false) })
 			// No job code runs from here on: the executor's copies of
 			// the token go now, not at the job end that may never come.

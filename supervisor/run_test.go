@@ -238,7 +238,7 @@ func TestCancelKeepsTheLeaseUntilEnd(t *testing.T) {
 		r, err := p.s.CancelJob("a", 0, 5*time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, 5*time.Second, time.Since(start).Truncate(time.Second), "SIGKILL after the grace")
-		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(v.PID))
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT, unix.SIGKILL}, p.w.signalsTo(v.PID))
 		assert.Contains(t, string(r.Status), `"cancelled":true`)
 		assert.Equal(t, "busy", p.state(), "the job keeps the lease")
 		_, err = p.s.JobEnv()
@@ -332,7 +332,7 @@ func TestSIGTERMReachesEachProcessOnce(t *testing.T) {
 		code := p.stop()
 		assert.Equal(t, 143, code)
 		assert.Equal(t, 10*time.Second, time.Since(start).Truncate(time.Second))
-		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(child), "one TERM (forwarded), KILL after the grace")
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT, unix.SIGKILL}, p.w.signalsTo(child), "one TERM (forwarded), KILL after the grace")
 		assert.Equal(t, []unix.Signal{unix.SIGTERM}, p.w.signalsTo(daemon), "the shutdown sweep TERMs the rest")
 		require.Len(t, p.w.terminated, 1)
 		assert.Equal(t, "sigterm", p.w.terminated[0].Reason)
@@ -358,7 +358,7 @@ func TestSIGTERMDuringJobEnd(t *testing.T) {
 		time.Sleep(time.Second)
 		p.sigs <- unix.SIGTERM
 		assert.Equal(t, 143, p.exitCode())
-		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(shell))
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT, unix.SIGKILL}, p.w.signalsTo(shell))
 	})
 }
 
@@ -406,7 +406,7 @@ func TestSignalThreadSIGTERMDuringJobEnd(t *testing.T) {
 		time.Sleep(time.Second)
 		p.s.Forward(unix.SIGTERM)
 		assert.Equal(t, 143, p.exitCode())
-		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(shell))
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT, unix.SIGKILL}, p.w.signalsTo(shell))
 	})
 }
 
@@ -424,7 +424,7 @@ func TestSIGTERMForwardedJustBeforeAJobEndSweep(t *testing.T) {
 		p.w.ignoreTERM(child)
 		r := p.s.forward(unix.SIGTERM) // the thread's kill(2); its note is held back
 		require.True(t, r.forwarded)
-		require.ElementsMatch(t, []int{shell, child}, r.termed, "the group's members, read after the kill")
+		require.ElementsMatch(t, []int{shell, child}, sentPIDs(r.ledger), "the group's members, read after the kill")
 		p.w.mu.Lock()
 		frozen := p.w.frozen
 		p.w.mu.Unlock()
@@ -433,8 +433,8 @@ func TestSIGTERMForwardedJustBeforeAJobEndSweep(t *testing.T) {
 		time.Sleep(time.Second)
 		p.s.notes <- r
 		assert.Equal(t, 143, p.exitCode())
-		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(shell))
-		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(child))
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT, unix.SIGKILL}, p.w.signalsTo(shell))
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT, unix.SIGKILL}, p.w.signalsTo(child))
 	})
 }
 
@@ -453,7 +453,7 @@ func TestSIGTERMForwardedJustBeforeTheIdleDrain(t *testing.T) {
 		p.s.notes <- r
 		code := p.exitCode()
 		assert.Equal(t, 0, code, "the idle drain came first")
-		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGKILL}, p.w.signalsTo(shell))
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT, unix.SIGKILL}, p.w.signalsTo(shell))
 	})
 }
 
@@ -615,4 +615,13 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// sentPIDs lists the PIDs l says had their SIGTERM.
+func sentPIDs(l *termLedger) []int {
+	var out []int
+	for id := range l.sent {
+		out = append(out, id.pid)
+	}
+	return out
 }

@@ -337,10 +337,11 @@ func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Durati
 		}
 		leader, running := st.pid, st.running
 		grace = min(grace, s.cfg.Grace)
+		l := s.termed.clone()
 		n := 0
 		s.work("stage cancel", func() {
 			if running && leader > 1 {
-				n = s.terminateStage(leader, peer, grace)
+				n = s.terminateStage(leader, peer, l, grace)
 			}
 			select {
 			case <-st.done:
@@ -356,11 +357,12 @@ func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Durati
 
 // terminateStage sends SIGTERM, then SIGKILL after grace, to the stage led
 // by leader (a worker). Its processes are those found now (the leader's
-// descendants and session) and, at every round of signals, any process of
+// descendants and session) and, at every round of SIGKILL, any process of
 // the stage's session (a trap or a make -j child forked after the first
-// look). A daemon that left the session after the first look is not the
-// stage's any more; job end kills it.
-func (s *Supervisor) terminateStage(leader, peer int, grace time.Duration) int {
+// look: it gets no SIGTERM of its own, see termLedger). A daemon that
+// left the session after the first look is not the stage's any more; job
+// end stops it.
+func (s *Supervisor) terminateStage(leader, peer int, l *termLedger, grace time.Duration) int {
 	members := map[int]bool{leader: true}
 	keep := map[int]bool{}
 	if procs, err := s.fx.Procs.List(); err == nil {
@@ -379,7 +381,7 @@ func (s *Supervisor) terminateStage(leader, peer int, grace time.Duration) int {
 			keep[pid] = true
 		}
 	}
-	n := s.terminate(func(p idle.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, nil, grace)
+	n := s.terminate(func(p idle.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, l, grace)
 	s.fx.Children.Reap()
 	return n
 }

@@ -111,9 +111,13 @@ type Supervisor struct {
 		// sweeping: the loop sets them, under mu, before it acts on
 		// them, so no forward slips in after the loop took over.
 		draining, sweeping bool
-		// termPending lists the processes a forwarded SIGTERM reached
-		// that the loop has not recorded in termed yet.
-		termPending []int
+		// termForwarded is set by the one SIGTERM forward sends: a
+		// second SIGTERM to PID 1 before the loop has begun the drain is
+		// not forwarded again (one SIGTERM per process).
+		termForwarded bool
+		// termPending is that forward's ledger until the loop adopts it
+		// as termed.
+		termPending *termLedger
 	}
 
 	// Written by the loop, read lock-free by probes and status.
@@ -124,16 +128,16 @@ type Supervisor struct {
 	// writes these.
 	machine  *idle.Machine
 	job      *job
-	scope    string       // trust domain pinned by the first job (reuse with max-jobs != 1)
-	termed   map[int]bool // processes the pod's SIGTERM reached through the shell's group
-	working  string       // the effect whose worker runs ("" when none)
-	parked   []op         // exclusive ops waiting for that worker, in arrival order
-	sweeping bool         // a job end or cancel is terminating the job's processes
-	expiring bool         // the end of an expired lease is queued or running
-	reason   idle.Reason  // why the pod drains; "" until it does
-	status   int          // the command's exit status (plain-init mode)
-	finished bool         // the shutdown worker has completed
-	swept    int          // processes the shutdown signalled
+	scope    string      // trust domain pinned by the first job (reuse with max-jobs != 1)
+	termed   *termLedger // the forwarded SIGTERM: whom it reached, who was running then (nil before)
+	working  string      // the effect whose worker runs ("" when none)
+	parked   []op        // exclusive ops waiting for that worker, in arrival order
+	sweeping bool        // a job end or cancel is terminating the job's processes
+	expiring bool        // the end of an expired lease is queued or running
+	reason   idle.Reason // why the pod drains; "" until it does
+	status   int         // the command's exit status (plain-init mode)
+	finished bool        // the shutdown worker has completed
+	swept    int         // processes the shutdown signalled
 }
 
 // op is a request run on the loop. An exclusive op changes the job: it
@@ -397,8 +401,8 @@ func notForwarded(sig unix.Signal) bool {
 // received is a signal PID 1 took and what forward did with it.
 type received struct {
 	sig       unix.Signal
-	forwarded bool  // sent to the shell's process group
-	termed    []int // the group's members a forwarded SIGTERM reached
+	forwarded bool        // sent to the shell's process group
+	ledger    *termLedger // a forwarded SIGTERM's: the group it reached, who was running
 }
 
 // Forward is the entry of the signal thread (cmd/warmpod, package
@@ -433,7 +437,7 @@ func (s *Supervisor) forward(sig unix.Signal) received {
 	case s.fwd.draining:
 		return r
 	case sig == unix.SIGTERM:
-		if s.fwd.sweeping {
+		if s.fwd.sweeping || s.fwd.termForwarded {
 			return r
 		}
 		// The shell must not be replaced when the TERM ends it: the loop
@@ -441,8 +445,12 @@ func (s *Supervisor) forward(sig unix.Signal) received {
 		s.fx.Shell.Retire()
 		pgid := s.fx.Shell.ShellPID()
 		_ = s.fx.Shell.Signal(sig)
-		r.termed = s.groupMembers(pgid)
-		s.fwd.termPending = append(s.fwd.termPending, r.termed...)
+		// A stopped member of the group runs its TERM handler only once
+		// continued (see term).
+		_ = s.fx.Shell.Signal(unix.SIGCONT)
+		r.ledger = s.forwardLedger(pgid)
+		s.fwd.termForwarded = true
+		s.fwd.termPending = r.ledger
 	case sig == unix.SIGWINCH:
 		s.fx.Shell.Resize()
 		_ = s.fx.Shell.Signal(sig)
@@ -467,23 +475,23 @@ func (s *Supervisor) takeNotes() {
 
 // setSweeping marks a job sweep as started or ended, for the loop and for
 // forward. A SIGTERM forward had sent before the sweep started is
-// recorded now, so the sweep does not send its processes a second one.
+// adopted now, so the sweep sends its processes no second one, and none
+// to the processes that started after it.
 func (s *Supervisor) setSweeping(on bool) {
 	s.sweeping = on
 	s.setForwarding(func() { s.fwd.sweeping = on })
 }
 
 // setForwarding changes forward's rules (change runs under fwd.mu) and
-// records in termed the processes a SIGTERM forwarded before the change
-// reached, so the sweep or shutdown that follows does not send them a
-// second one.
+// adopts the ledger of a SIGTERM forwarded before the change, so the
+// sweep or shutdown that follows keeps its rules (termLedger).
 func (s *Supervisor) setForwarding(change func()) {
 	s.fwd.mu.Lock()
 	change()
 	pending := s.fwd.termPending
 	s.fwd.termPending = nil
 	s.fwd.mu.Unlock()
-	s.recordTermed(pending)
+	s.adoptForward(pending)
 }
 
 // onSignal is the loop's part of a signal, after forward.
@@ -494,9 +502,9 @@ func (s *Supervisor) onSignal(r received) {
 	case notForwarded(sig):
 	case sig == unix.SIGTERM && s.reason == "":
 		if r.forwarded {
-			// Recorded here or by setSweeping/drain, whichever comes
-			// first; recording twice is harmless.
-			s.recordTermed(r.termed)
+			// Adopted here or by setSweeping/drain, whichever comes
+			// first; it is the same ledger.
+			s.adoptForward(r.ledger)
 		}
 		s.log.Info("SIGTERM: shutting down", "grace", s.cfg.Grace, "forwarded", r.forwarded)
 		// A shell that exits on TERM is not replaced. Freeze waits for a
@@ -515,42 +523,42 @@ func (s *Supervisor) onSignal(r received) {
 	}
 }
 
-// groupMembers lists the live members of process group pgid, read just
-// after a SIGTERM was sent to it, on the goroutine that sent it: a member
-// forked before the kill(2) got the signal; one forked in the
-// microseconds between would be spared a TERM it never got and still be
-// SIGKILLed after the grace period, as would a new process that reused a
-// listed PID before the shutdown sweep (the PID space would have to wrap
-// within that time). ProcTable reads /proc and holds no state, so any
-// goroutine may call it.
-func (s *Supervisor) groupMembers(pgid int) []int {
+// forwardLedger is the ledger of a SIGTERM just forwarded to process group
+// pgid, read on the goroutine that sent it, right after the kill(2): every
+// live process listed was running at the forward (the shutdown sweep
+// sends a TERM to those of them outside the group, and none to a process
+// started later), and the group's members had theirs. A member forked in
+// the microseconds between the kill(2) and the listing either got the
+// signal (fork(2) restarts when a group signal is pending) or is the
+// clean-up of a member that did: either way it gets no TERM of its own,
+// and SIGKILL after the grace period if it is still there. When the
+// table cannot be read, nothing is recorded and the sweep's own listing
+// is the cut. ProcTable reads /proc and holds no state, so any goroutine
+// may call it.
+func (s *Supervisor) forwardLedger(pgid int) *termLedger {
+	l := &termLedger{}
 	if pgid <= 1 {
-		return nil
+		return l
 	}
 	procs, err := s.fx.Procs.List()
 	if err != nil {
-		return nil
+		return l
 	}
-	var out []int
+	l.begin(procs)
 	for _, p := range procs {
 		if p.PGID == pgid && p.State != 'Z' {
-			out = append(out, p.PID)
+			l.mark(p)
 		}
 	}
-	return out
+	return l
 }
 
-// recordTermed notes processes the pod's SIGTERM reached through the
-// shell's group, so the sweeps do not send them a second one.
-func (s *Supervisor) recordTermed(pids []int) {
-	if len(pids) == 0 {
-		return
-	}
-	if s.termed == nil {
-		s.termed = map[int]bool{}
-	}
-	for _, pid := range pids {
-		s.termed[pid] = true
+// adoptForward makes l, the forwarded SIGTERM's ledger, the pod's (loop
+// only). There is one forward per pod, so a second call brings the same
+// ledger or nil.
+func (s *Supervisor) adoptForward(l *termLedger) {
+	if l != nil && s.termed == nil {
+		s.termed = l
 	}
 }
 
@@ -607,7 +615,7 @@ func (s *Supervisor) shutdown() {
 		j.phase = phaseEnding
 		puts = j.inflight()
 	}
-	termed := s.termed
+	l := s.termed.clone()
 	grace := s.cfg.Grace
 	n := 0
 	s.work("shutdown", func() {
@@ -617,9 +625,11 @@ func (s *Supervisor) shutdown() {
 		if procs, err := s.fx.Procs.List(); err == nil {
 			clients = s.fx.Procs.Clients(procs)
 		}
-		n = s.terminate(func(p idle.Proc) bool { return clients[p.PID] }, termed, grace)
+		n = s.terminate(func(p idle.Proc) bool { return clients[p.PID] }, l, grace)
 		s.waitGone(func(p idle.Proc) bool { return !clients[p.PID] }, 2*time.Second)
-		n += s.terminate(nil, nil, time.Second)
+		// The same ledger: a client gets its one TERM now; whatever
+		// started since the first TERM gets none, and SIGKILL after 1 s.
+		n += s.terminate(nil, l, time.Second)
 		s.fx.Shell.Stop(time.Second)
 		s.wipe(j)
 	}, func() {

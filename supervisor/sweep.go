@@ -14,30 +14,45 @@ import (
 // the unit tests' fake one; Processes only lists and signals.
 
 // terminate sends SIGTERM to every container process that keep does not
-// protect, waits up to grace for them to be gone, then SIGKILLs what is
-// left and waits (bounded) for that too. It returns how many processes
-// were signalled. PIDs below 2 are never signalled. Processes in termed
-// have had their SIGTERM already (PID 1 forwarded the pod's SIGTERM to
-// the shell's process group): they get no second one, since many programs
-// take a second SIGTERM as "abort now" and skip their clean-up, but they
-// are still SIGKILLed after grace. It runs in a worker, never on the
-// loop: it can take the whole grace period.
-func (s *Supervisor) terminate(keep func(idle.Proc) bool, termed map[int]bool, grace time.Duration) int {
-	targets := s.targets(func(p idle.Proc) bool { return entering(p) || (keep != nil && keep(p)) })
-	if len(targets) == 0 {
+// protect and that l says is due one (termLedger: one SIGTERM per
+// process, none to a process started after the stop's first), waits up
+// to grace for every process outside keep to be gone, then SIGKILLs what
+// is left and waits (bounded) for that too. It returns how many
+// processes it found to stop. PIDs below 2 are never signalled. l is
+// updated with what was sent, for the next round of the same stop. It
+// runs in a worker, never on the loop: it can take the whole grace
+// period.
+func (s *Supervisor) terminate(keep func(idle.Proc) bool, l *termLedger, grace time.Duration) int {
+	procs, err := s.fx.Procs.List()
+	if err != nil {
 		return 0
 	}
-	for _, pid := range targets {
-		if !termed[pid] {
-			s.signal(pid, unix.SIGTERM)
+	// This listing is the stop's cut when nothing was sent before (no
+	// forwarded SIGTERM): what runs now gets a TERM, what starts from
+	// here on is clean-up.
+	l.begin(procs)
+	skip := func(p idle.Proc) bool { return p.State == 'Z' || entering(p) || (keep != nil && keep(p)) }
+	n := 0
+	for _, p := range procs {
+		if skip(p) {
+			continue
+		}
+		n++
+		if l.due(p) {
+			s.term(p.PID)
+			l.mark(p)
 		}
 	}
+	if n == 0 {
+		return 0
+	}
 	if s.waitGone(keep, grace) {
-		return len(targets)
+		return n
 	}
 	// The KILL rounds spare nothing that keep does not protect, not even
 	// a process that looks like a runtime's exec init (any process can
-	// call itself "runc:[2:INIT]"; a real one has exec'd long before).
+	// call itself "runc:[2:INIT]"; a real one has exec'd long before),
+	// nor a process that started after the first SIGTERM.
 	all := func(p idle.Proc) bool { return keep != nil && keep(p) }
 	for round := 0; round < 3; round++ {
 		for _, pid := range s.targets(all) {
@@ -47,7 +62,19 @@ func (s *Supervisor) terminate(keep func(idle.Proc) bool, termed map[int]bool, g
 			break
 		}
 	}
-	return len(targets)
+	return n
+}
+
+// term sends pid SIGTERM, then SIGCONT. A stopped process (SIGSTOP, or a
+// job-control stop) does not run its TERM handler until it is continued:
+// without the SIGCONT it would sit stopped through the grace period and
+// die of the SIGKILL with its clean-up never run. The TERM goes first so
+// that it is pending when the process resumes, and its handler is the
+// first thing it runs (systemd sends the same pair, in the same order,
+// for the same reason). To a running process SIGCONT does nothing.
+func (s *Supervisor) term(pid int) {
+	s.signal(pid, unix.SIGTERM)
+	s.signal(pid, unix.SIGCONT)
 }
 
 // targets lists the live container processes that skip does not spare
