@@ -253,3 +253,74 @@ func TestRegressSleepingExecDoesNotHoldIdlePod(t *testing.T) {
 	assert.Equal(t, 0, code)
 	<-leaked
 }
+
+// stoppedJobHandler traps TERM, stops itself, and when continued runs a
+// clean-up of 20 commands (processes started after the TERM) before it
+// writes /ran; a clean-up command killed by a signal is written to
+// /broken.
+const stoppedJobHandler = `trap 'i=0
+while [ $i -lt 20 ]; do
+  t=$(date +%s) || echo "clean-up command $i exited $?" >> /broken
+  i=$((i+1))
+done
+echo ran > /ran; exit 0' TERM
+kill -STOP $$
+while :; do sleep 0.1; done
+`
+
+// A stopped job process that traps TERM runs its trap at a job end, a job
+// cancel and a stage cancel (SIGCONT follows every SIGTERM warmpod sends),
+// and the commands its trap starts get no TERM of their own. Before, the
+// process sat stopped through --grace and died of the SIGKILL, its trap
+// never run.
+func TestRegressStoppedJobProcessRunsItsTrap(t *testing.T) {
+	for _, stop := range []string{"job end", "job cancel", "stage cancel"} {
+		t.Run(stop, func(t *testing.T) {
+			w := startWarmpod(t, wpOpts{Flags: []string{"--grace", "10s"}})
+			require.NoError(t, os.WriteFile(filepath.Join(w.Rootfs, "stopme.sh"), []byte(stoppedJobHandler), 0o755))
+			protoStart(t, w, protoSpec{ID: "st1", Token: "tok-" + randHex(8), Timeout: "1h"})
+			var stage <-chan ExecResult
+			if stop == "stage cancel" {
+				script := "exec sh /stopme.sh\n" // the stage leader is the trapping shell
+				stage = w.ExecAsync(t, ExecOpts{Stdin: script, Timeout: 60 * time.Second}, warmpodInRootfs, "job", "stage", "--job", "st1", "--stage", "step",
+					"--size", strconv.Itoa(len(script)), "--sha256", sha256Hex(script))
+			} else {
+				r := w.JobRun(t, "sh", "-c", "setsid sh /stopme.sh >/dev/null 2>&1 &")
+				require.Equal(t, 0, r.ExitCode, r.String())
+			}
+			Eventually(t, 20*time.Second, 50*time.Millisecond, "the job's process stopped itself", func() (bool, string) {
+				ps := w.PS(t)
+				for _, p := range ps {
+					if strings.Contains(p.Args, "/stopme.sh") && strings.HasPrefix(p.Stat, "T") {
+						return true, ""
+					}
+				}
+				return false, formatPS(ps)
+			})
+			var r ExecResult
+			switch stop {
+			case "job end":
+				r = w.ExecWith(t, ExecOpts{Timeout: 60 * time.Second}, warmpodInRootfs, "job", "end")
+			case "job cancel":
+				r = w.ExecWith(t, ExecOpts{Timeout: 60 * time.Second}, warmpodInRootfs, "job", "cancel", "--job", "st1")
+			case "stage cancel":
+				r = w.ExecWith(t, ExecOpts{Timeout: 60 * time.Second}, warmpodInRootfs, "job", "cancel", "--job", "st1", "--stage", "step")
+			}
+			require.NoError(t, r.Err)
+			require.Equal(t, 0, r.ExitCode, "%s: %s", stop, r)
+			assert.Equal(t, "ran\n", readFileString(filepath.Join(w.Rootfs, "ran")), "the stopped process's TERM trap ran")
+			assert.Empty(t, readFileString(filepath.Join(w.Rootfs, "broken")), "the trap's own commands got no TERM")
+			if stage != nil {
+				select {
+				case s := <-stage:
+					assert.Equal(t, 0, s.ExitCode, "the trap's exit code is the stage's: %s", s)
+				case <-time.After(30 * time.Second):
+					t.Fatal("job stage did not return after the stage was cancelled")
+				}
+			}
+			if stop != "job end" {
+				protoEnd(t, w)
+			}
+		})
+	}
+}
