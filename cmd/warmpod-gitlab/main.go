@@ -17,8 +17,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpod/warmpod/driver"
-	"github.com/warmpod/warmpod/pool"
+	"github.com/warmpod/warmpod/executor/gitlab"
+	"github.com/warmpod/warmpod/executor/pool"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -34,8 +34,8 @@ flags (each also as WARMPOD_GITLAB_<NAME>):`
 func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
-	env := driver.EnvFrom(os.Environ())
-	codes := driver.ExitCodesFromEnv(env)
+	env := gitlab.EnvFrom(os.Environ())
+	codes := gitlab.ExitCodesFromEnv(env)
 	fs := flag.NewFlagSet("warmpod-gitlab", flag.ContinueOnError)
 	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments (deploy/pool.yaml)")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
@@ -68,7 +68,7 @@ func run(args []string) int {
 		fmt.Println("warmpod-gitlab", version)
 		return 0
 	}
-	cfg := driver.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL,
+	cfg := gitlab.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL,
 		BuildsDir: *buildsDir, CacheDir: *cacheDir, StateDir: *stateDir, Version: version,
 		Timings: *timings, MaxStreamRetries: *retries}
 	if *pools != "" {
@@ -79,10 +79,10 @@ func run(args []string) int {
 		}
 		cfg.Pools = set
 	}
-	d := &driver.Driver{Cfg: cfg, Env: env, Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
+	d := &gitlab.Driver{Cfg: cfg, Env: env, Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
 	switch {
 	case cmd == "config" && len(rest) == 0:
-		return driver.ExitCode(d.Config(), codes, os.Stderr)
+		return gitlab.ExitCode(d.Config(), codes, os.Stderr)
 	case cmd == "pool-hash" && len(rest) == 0:
 		if cfg.Pools == nil {
 			fmt.Fprintln(os.Stderr, "warmpod-gitlab: pool-hash needs --pools")
@@ -99,7 +99,7 @@ func run(args []string) int {
 	}
 	kube, err := newKube(*kubeconfig, *namespace)
 	if err != nil {
-		return driver.ExitCode(&driver.SystemError{Err: err}, codes, os.Stderr)
+		return gitlab.ExitCode(&gitlab.SystemError{Err: err}, codes, os.Stderr)
 	}
 	d.Cluster = kube
 	ctx := context.Background()
@@ -109,13 +109,13 @@ func run(args []string) int {
 		// again by cleanup through the job label.
 		pctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
-		return driver.ExitCode(d.Prepare(pctx), codes, os.Stderr)
+		return gitlab.ExitCode(d.Prepare(pctx), codes, os.Stderr)
 	case "run":
 		term := make(chan os.Signal, 1)
 		signal.Notify(term, syscall.SIGTERM, syscall.SIGINT)
-		return driver.ExitCode(d.Run(ctx, rest[0], rest[1], term), codes, os.Stderr)
+		return gitlab.ExitCode(d.Run(ctx, rest[0], rest[1], term), codes, os.Stderr)
 	default:
-		return driver.ExitCode(d.Cleanup(ctx), codes, os.Stderr)
+		return gitlab.ExitCode(d.Cleanup(ctx), codes, os.Stderr)
 	}
 }
 

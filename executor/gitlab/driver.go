@@ -1,4 +1,4 @@
-package driver
+package gitlab
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/warmpod/warmpod/pool"
+	"github.com/warmpod/warmpod/executor/pool"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 

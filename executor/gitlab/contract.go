@@ -1,4 +1,4 @@
-// Package driver is GitLab Runner's Custom executor on warm pods: the four
+// Package gitlab is GitLab Runner's Custom executor on warm pods: the four
 // programs the runner calls (config, prepare, run SCRIPT STAGE, cleanup)
 // as one [Driver] over a small [Cluster] interface. The real Cluster
 // (package pool) talks to the Kubernetes API with client-go; tests use a
@@ -19,7 +19,7 @@
 //     cluster or a stream exits with $SYSTEM_FAILURE_EXIT_CODE;
 //   - on cancel or timeout the runner sends SIGTERM to run's process group,
 //     SIGKILL after its graceful kill timeout; cleanup is always called last.
-package driver
+package gitlab
 
 import (
 	"fmt"

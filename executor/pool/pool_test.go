@@ -87,10 +87,10 @@ func TestParseRefuses(t *testing.T) {
 func TestDeployManifestsCarryTheirHash(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	for _, f := range []string{"deploy/pool.yaml", "deploy/kube-e2e/pool.yaml"} {
-		set, err := Load(filepath.Join(filepath.Dir(file), "..", f))
+		set, err := Load(filepath.Join(filepath.Dir(file), "..", "..", f))
 		require.NoError(t, err, f)
 		for i, p := range set.Pools {
-			assert.Equal(t, p.Hash, fileLabel(t, filepath.Join(filepath.Dir(file), "..", f), i),
+			assert.Equal(t, p.Hash, fileLabel(t, filepath.Join(filepath.Dir(file), "..", "..", f), i),
 				"%s: pool %s: put %s: %q in its template (warmpod-gitlab --pools %s pool-hash)", f, p.Name, LabelConfig, p.Hash, f)
 		}
 	}

@@ -1,4 +1,4 @@
-package driver
+package gitlab
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/warmpod/warmpod/pool"
+	"github.com/warmpod/warmpod/executor/pool"
 )
 
 // fakeCluster records what the driver asks for and answers from a script.
