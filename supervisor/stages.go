@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/idle"
 	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
@@ -40,25 +41,8 @@ type stage struct {
 	logStart, logEnd int64
 }
 
-// stageView is a stage's JSON status.
-type stageView struct {
-	Stage     string     `json:"stage"`
-	PID       int        `json:"pid,omitempty"`
-	Running   bool       `json:"running"`
-	ExitCode  *int       `json:"exit_code,omitempty"`
-	Signal    string     `json:"signal,omitempty"`
-	OOMKilled bool       `json:"oom_killed"`
-	Started   time.Time  `json:"started"`
-	Ended     *time.Time `json:"ended,omitempty"`
-	// LogStart and LogEnd are byte offsets in the job log: the stage's
-	// output is [LogStart, LogEnd); LogEnd is absent while it runs.
-	LogStart int64  `json:"log_start"`
-	LogEnd   *int64 `json:"log_end,omitempty"`
-	SHA256   string `json:"sha256,omitempty"`
-	// Replay is true when this answer attached to a stage that an
-	// earlier request with the same script digest had started.
-	Replay bool `json:"replay,omitempty"`
-}
+// stageView is a stage's JSON status: the contract's document.
+type stageView = control.StageStatus
 
 func (st *stage) view() stageView {
 	v := stageView{Stage: st.name, PID: st.pid, Running: st.running, Signal: st.signal, OOMKilled: st.oom, Started: st.started, LogStart: st.logStart, SHA256: st.digest}

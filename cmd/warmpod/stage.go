@@ -17,20 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stageView is the part of PID 1's stage status document (job status
-// --stage) that a streaming client needs.
-type stageView struct {
-	Stage    string     `json:"stage"`
-	PID      int        `json:"pid,omitempty"`
-	Running  bool       `json:"running"`
-	ExitCode *int       `json:"exit_code,omitempty"`
-	Signal   string     `json:"signal,omitempty"`
-	Started  time.Time  `json:"started"`
-	Ended    *time.Time `json:"ended,omitempty"`
-	LogStart int64      `json:"log_start"`
-	LogEnd   *int64     `json:"log_end,omitempty"`
-	Replay   bool       `json:"replay,omitempty"`
-}
+// stageView is PID 1's stage status document (job status --stage), as
+// the contract defines it.
+type stageView = control.StageStatus
 
 // stagePoll is how often a stage stream looks for new output in the job
 // log while the stage runs (the end of the stage is not polled: a blocking

@@ -2,9 +2,7 @@ package gitlab
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,30 +12,15 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// Cluster is what the driver needs of Kubernetes; *pool.Kube is the real
-// one.
-type Cluster interface {
-	// ClaimWarm claims a Ready idle pod of p for owner within wait; nil
-	// when there is none.
-	ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error)
-	// CreateCold creates a pod from p's template and waits until it is
-	// Ready (at most timeout).
-	CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, timeout time.Duration) (pool.Pod, error)
-	// Exec runs argv in the pod and returns its exit code; an error means
-	// the stream failed and the command's fate is unknown.
-	Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
-	// Delete deletes the pod (uid precondition); gone is no error.
-	Delete(ctx context.Context, p pool.Pod) error
-	// PodsOfJob lists the pods labelled for owner.
-	PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error)
-}
+// Cluster is what the driver needs of Kubernetes: the executor core's.
+type Cluster = executor.Cluster
 
 // Config is the driver's configuration (flags of warmpod-gitlab).
 type Config struct {
@@ -80,12 +63,15 @@ type Driver struct {
 
 // SystemError is a failure of the pod, the cluster or a stream: run and
 // prepare exit with $SYSTEM_FAILURE_EXIT_CODE on it.
-type SystemError struct{ Err error }
+type SystemError = executor.SystemError
 
-func (e *SystemError) Error() string { return e.Err.Error() }
-func (e *SystemError) Unwrap() error { return e.Err }
+func sysErr(format string, a ...any) error { return executor.Errorf(format, a...) }
 
-func sysErr(format string, a ...any) error { return &SystemError{Err: fmt.Errorf(format, a...)} }
+// core is the CI-neutral executor for this call.
+func (d *Driver) core() *executor.Core {
+	return &executor.Core{Cluster: d.Cluster, Log: d.Stdout, WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout,
+		LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries, Now: d.Now, RBAC: "deploy/gitlab-rbac.yaml"}
+}
 
 // configOutput is config_exec's JSON document (GitLab Runner's
 // executors/custom/api.ConfigExecOutput).
@@ -181,9 +167,8 @@ func (d *Driver) saveState(job Job, s *state) error {
 // the job image's pool when one is Ready within WarmWait, else a cold pod
 // from the same template (or, for an image without a pool, from the
 // default pool's template with the job's image). It then runs `warmpod
-// job start` in the pod with the token on stdin. A pod that refuses the
-// job (75: busy or another configuration) is deleted and the next one
-// tried. Errors are SystemErrors; any pod this call claimed or created is
+// job start` in the pod with the token on stdin (executor.Core.Acquire).
+// Errors are SystemErrors; any pod this call claimed or created is
 // deleted on failure.
 func (d *Driver) Prepare(ctx context.Context) error {
 	t0 := d.Now()
@@ -198,118 +183,22 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	if hasPool && p.FileHash != p.Hash {
 		fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it\n", pool.LabelConfig, p.FileHash, p.Hash)
 	}
-	for attempt := 0; attempt < 5; attempt++ {
-		var pod *pool.Pod
-		if hasPool {
-			if pod, err = d.Cluster.ClaimWarm(ctx, p, d.owner(job), d.Cfg.WarmWait); err != nil {
-				return &SystemError{Err: err}
-			}
-		}
-		if pod == nil {
-			if hasPool {
-				fmt.Fprintf(d.Stdout, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
-			} else {
-				fmt.Fprintf(d.Stdout, "warmpod: no pool runs image %s: creating a cold pod of it from pool %s's template\n", p.Image, p.Name)
-			}
-			cold, err := d.Cluster.CreateCold(ctx, p, d.owner(job), d.Cfg.ReadyTimeout)
-			if err != nil {
-				return &SystemError{Err: err}
-			}
-			pod = &cold
-		}
-		code, msg, err := d.startJob(ctx, job, *pod)
-		if err == nil && code == 0 {
-			if err := d.saveState(job, &state{Job: job.ID, Pod: *pod}); err != nil {
-				d.deletePod(ctx, *pod)
-				return sysErr("state file: %v", err)
-			}
-			kind := "cold"
-			if pod.Warm {
-				kind = "warm"
-			}
-			fmt.Fprintf(d.Stdout, "warmpod: job %s runs on %s pod %s (pool %s) after %d ms\n", job.ID, kind, pod.Name, pod.Pool, d.Now().Sub(t0).Milliseconds())
-			d.timing("prepare", "", t0, nil)
-			return nil
-		}
-		d.deletePod(ctx, *pod)
-		if err != nil && forbidden(err) {
-			// Every pod would be refused the same way: stop here rather
-			// than burn the pool.
-			return sysErr("job start on pod %s: %v (the driver's account needs create and get on pods/exec: deploy/gitlab-rbac.yaml)", pod.Name, err)
-		}
-		if err == nil && code != 75 && code != 69 {
-			return sysErr("job start on pod %s: exit %d: %s", pod.Name, code, msg)
-		}
-		if err != nil {
-			msg = err.Error()
-		}
-		fmt.Fprintf(d.Stdout, "warmpod: pod %s did not take the job (%s): trying another\n", pod.Name, msg)
+	c := d.core()
+	pod, err := c.Acquire(ctx, p, hasPool, executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job)})
+	if err != nil {
+		return err
 	}
-	return sysErr("no pod took the job after 5 tries")
-}
-
-func (d *Driver) deletePod(ctx context.Context, p pool.Pod) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	if err := d.Cluster.Delete(dctx, p); err != nil {
-		fmt.Fprintf(d.Stderr, "warmpod: delete pod %s: %v\n", p.Name, err)
+	if err := d.saveState(job, &state{Job: job.ID, Pod: pod}); err != nil {
+		c.DeletePod(ctx, pod)
+		return sysErr("state file: %v", err)
 	}
-}
-
-// jobSpec is warmpod's job start document.
-type jobSpec struct {
-	ID         string   `json:"id"`
-	Nonce      string   `json:"nonce"`
-	Token      string   `json:"token,omitempty"`
-	Timeout    string   `json:"timeout"`
-	LeaseTTL   string   `json:"lease_ttl,omitempty"`
-	ConfigHash string   `json:"config_hash,omitempty"`
-	Variables  []string `json:"variables"`
-}
-
-// leaseMargin is added to the job's timeout for warmpod's lease: GitLab
-// enforces the timeout itself (SIGTERM to run) and still runs after_script
-// and cleanup after it.
-const leaseMargin = 10 * time.Minute
-
-// maxLease is the longest job timeout warmpod's job start accepts.
-const maxLease = 168 * time.Hour
-
-func (d *Driver) startJob(ctx context.Context, job Job, pod pool.Pod) (int, string, error) {
-	timeout := job.Timeout
-	if timeout <= 0 {
-		timeout = time.Hour
+	kind := "cold"
+	if pod.Warm {
+		kind = "warm"
 	}
-	// warmpod refuses a lease longer than 168 h (65).
-	timeout = min(timeout, maxLease-leaseMargin)
-	nonce := make([]byte, 8)
-	_, _ = rand.Read(nonce)
-	spec := jobSpec{ID: job.ID, Nonce: hex.EncodeToString(nonce), Token: job.Token,
-		Timeout: (timeout + leaseMargin).String(), ConfigHash: pod.Hash, Variables: []string{}}
-	if d.Cfg.LeaseTTL > 0 {
-		spec.LeaseTTL = d.Cfg.LeaseTTL.String()
-	}
-	b, _ := json.Marshal(spec)
-	b = append(b, '\n')
-	defer clear(b)
-	var out, errb bytes.Buffer
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	code, err := d.Cluster.Exec(ctx, pod, []string{pod.Bin, "job", "start"}, bytes.NewReader(b), &out, &errb)
-	return code, strings.TrimSpace(errb.String()), err
-}
-
-// stageLine is a JSON line that `warmpod job stage` writes on stderr.
-type stageLine struct {
-	Stage    string     `json:"stage"`
-	LogStart int64      `json:"log_start"`
-	LogEnd   *int64     `json:"log_end"`
-	Running  bool       `json:"running"`
-	ExitCode *int       `json:"exit_code"`
-	Signal   string     `json:"signal"`
-	Started  time.Time  `json:"started"`
-	Ended    *time.Time `json:"ended"`
-	Replay   bool       `json:"replay"`
+	fmt.Fprintf(d.Stdout, "warmpod: job %s runs on %s pod %s (pool %s) after %d ms\n", job.ID, kind, pod.Name, pod.Pool, d.Now().Sub(t0).Milliseconds())
+	d.timing("prepare", "", t0, nil)
+	return nil
 }
 
 // Run runs one stage: the script at path goes to the pod on the exec's
@@ -340,84 +229,21 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 		return sysErr("state file: %v", err)
 	}
 	name := fmt.Sprintf("%02d-%s", st.Seq, stage)
-	sum := sha256.Sum256(script)
-	digest := hex.EncodeToString(sum[:])
-
+	cancel := make(chan struct{})
 	runDone := make(chan struct{})
 	defer close(runDone)
 	go func() {
 		select {
 		case <-term:
-		case <-ctx.Done():
-			return
+			close(cancel)
 		case <-runDone:
-			return
 		}
-		func() {
-			fmt.Fprintf(d.Stderr, "warmpod: cancelling stage %s in pod %s\n", stage, st.Pod.Name)
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-			defer cancel()
-			// The stage may not be registered (69) or started (75) yet
-			// when the signal comes: ask again until PID 1 has cancelled
-			// it, or the stage has ended on its own (Run returned).
-			for {
-				var errb bytes.Buffer
-				code, err := d.Cluster.Exec(cctx, st.Pod, []string{st.Pod.Bin, "job", "cancel", "--job", job.ID, "--stage", name}, nil, io.Discard, &errb)
-				if err == nil && code == 0 {
-					return
-				}
-				select {
-				case <-runDone:
-					return
-				case <-cctx.Done():
-					fmt.Fprintf(d.Stderr, "warmpod: cancel of stage %s: exit %d %v %s\n", stage, code, err, strings.TrimSpace(errb.String()))
-					return
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-		}()
 	}()
-
-	out := &countingWriter{w: d.Stdout}
-	var final *stageLine
-	var lastErr error
-	retries := d.Cfg.MaxStreamRetries
-	for attempt := 0; ; attempt++ {
-		errs := &stderrParser{w: d.Stderr}
-		argv := []string{st.Pod.Bin, "job", "stage", "--job", job.ID, "--stage", name,
-			"--size", strconv.Itoa(len(script)), "--sha256", digest, "--offset", strconv.FormatInt(out.n, 10)}
-		stdin := newHoldOpen(script)
-		code, err := d.Cluster.Exec(ctx, st.Pod, argv, stdin, out, errs)
-		stdin.close()
-		errs.flush()
-		if f := errs.final(out.n); f != nil {
-			final = f
-			break
-		}
-		if err == nil && len(errs.lines) > 0 {
-			// The call ran the stage but ended before all its output
-			// arrived: reattach.
-			err = fmt.Errorf("the stream ended %d bytes into the stage's output", out.n)
-		}
-		if err == nil {
-			// warmpod's own error (usage, no job, bad script, no shell):
-			// the stage did not run, or its outcome is unknown.
-			return sysErr("warmpod job stage in pod %s: exit %d: %s", st.Pod.Name, code, errs.lastMessage())
-		}
-		lastErr = err
-		if attempt >= retries || ctx.Err() != nil {
-			return sysErr("stage %s: exec stream to pod %s failed %d times: %v", stage, st.Pod.Name, attempt+1, lastErr)
-		}
-		fmt.Fprintf(d.Stderr, "\nwarmpod: exec stream to pod %s broke (%v): reattaching at byte %d\n", st.Pod.Name, err, out.n)
-		select {
-		case <-time.After(time.Duration(attempt+1) * 500 * time.Millisecond):
-		case <-ctx.Done():
-		}
+	final, err := d.core().RunStage(ctx, st.Pod, job.ID, name, script, d.Stdout, d.Stderr, cancel)
+	if err != nil {
+		return err
 	}
 	d.timing("run", stage, t0, final)
-	if final.ExitCode == nil {
-		return sysErr("stage %s: no exit code", stage)
-	}
 	if c := *final.ExitCode; c != 0 {
 		return &BuildError{Code: c}
 	}
@@ -436,37 +262,22 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := d.loadState(job)
-	if err == nil {
-		var errb bytes.Buffer
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		code, err := d.Cluster.Exec(cctx, st.Pod, []string{st.Pod.Bin, "job", "end", "--job", job.ID}, nil, io.Discard, &errb)
-		cancel()
-		if err != nil || code != 0 {
-			fmt.Fprintf(d.Stderr, "warmpod: job end in pod %s: exit %d %v %s\n", st.Pod.Name, code, err, strings.TrimSpace(errb.String()))
-		}
-		// The pod is single-use and drains after job end, deleting itself;
-		// the driver deletes it too, so it goes also when it cannot
-		// delete itself (no RoleBinding: a Deployment's pod would be
-		// restarted and linger, claimed, forever) or when job end failed.
-		d.deletePod(ctx, st.Pod)
+	var pod *pool.Pod
+	if st, err := d.loadState(job); err == nil {
+		pod = &st.Pod
 	}
-	if pods, err := d.Cluster.PodsOfJob(ctx, d.owner(job)); err == nil {
-		for _, p := range pods {
-			if st == nil || p.UID != st.Pod.UID {
-				d.deletePod(ctx, p)
-			}
-		}
-	} else {
-		fmt.Fprintf(d.Stderr, "warmpod: list pods of job %s: %v\n", job.ID, err)
-	}
+	// The pod is single-use and drains after job end, deleting itself;
+	// the core deletes it too, so it goes also when it cannot delete
+	// itself (no RoleBinding: a Deployment's pod would be restarted and
+	// linger, claimed, forever) or when job end failed.
+	d.core().End(ctx, pod, job.ID, d.owner(job))
 	_ = os.Remove(d.statePath(job))
 	d.timing("cleanup", "", t0, nil)
 	return nil
 }
 
 // timing appends one JSON line to Cfg.Timings.
-func (d *Driver) timing(call, stage string, t0 time.Time, final *stageLine) {
+func (d *Driver) timing(call, stage string, t0 time.Time, final *control.StageStatus) {
 	if d.Cfg.Timings == "" {
 		return
 	}
@@ -485,105 +296,6 @@ func (d *Driver) timing(call, stage string, t0 time.Time, final *stageLine) {
 	_, _ = f.Write(append(b, '\n'))
 	_ = f.Close()
 }
-
-// countingWriter counts the bytes that reached the trace: the offset a
-// reattach resumes from.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// stderrParser splits `warmpod job stage`'s stderr: its JSON status lines
-// are kept, everything else goes on to the trace.
-type stderrParser struct {
-	w     io.Writer
-	buf   []byte
-	lines []stageLine
-	msg   string
-}
-
-func (p *stderrParser) Write(b []byte) (int, error) {
-	p.buf = append(p.buf, b...)
-	for {
-		i := bytes.IndexByte(p.buf, '\n')
-		if i < 0 {
-			break
-		}
-		p.line(p.buf[:i])
-		p.buf = p.buf[i+1:]
-	}
-	return len(b), nil
-}
-
-func (p *stderrParser) line(l []byte) {
-	if bytes.HasPrefix(l, []byte(`{"stage":`)) {
-		var s stageLine
-		if json.Unmarshal(l, &s) == nil {
-			p.lines = append(p.lines, s)
-			return
-		}
-	}
-	if len(bytes.TrimSpace(l)) > 0 {
-		p.msg = string(l)
-	}
-	_, _ = fmt.Fprintf(p.w, "%s\n", l)
-}
-
-func (p *stderrParser) flush() {
-	if len(p.buf) > 0 {
-		p.line(p.buf)
-		p.buf = nil
-	}
-}
-
-// final is the stage's final status line, if the call printed it and the
-// trace holds all of the stage's output (received bytes, over every
-// attempt, reach log_end − log_start): a stream that broke after the
-// status line but before the last output bytes is reattached, not taken
-// for the end.
-func (p *stderrParser) final(received int64) *stageLine {
-	for i := len(p.lines) - 1; i >= 0; i-- {
-		l := &p.lines[i]
-		if !l.Running && l.ExitCode != nil {
-			if l.LogEnd != nil && received < *l.LogEnd-l.LogStart {
-				return nil
-			}
-			return l
-		}
-	}
-	return nil
-}
-
-func (p *stderrParser) lastMessage() string { return p.msg }
-
-// holdOpen is an exec's stdin: the script, then nothing until close. The
-// pod's `warmpod job stage` takes the end of its stdin for the end of the
-// executor and stops renewing the job's lease.
-type holdOpen struct {
-	r    *bytes.Reader
-	done chan struct{}
-	once sync.Once
-}
-
-func newHoldOpen(b []byte) *holdOpen {
-	return &holdOpen{r: bytes.NewReader(b), done: make(chan struct{})}
-}
-
-func (h *holdOpen) Read(p []byte) (int, error) {
-	if h.r.Len() > 0 {
-		return h.r.Read(p)
-	}
-	<-h.done
-	return 0, io.EOF
-}
-
-func (h *holdOpen) close() { h.once.Do(func() { close(h.done) }) }
 
 // ExitCode maps a call's error to the process exit code at the edge:
 // nil → 0; *BuildError → $BUILD_FAILURE_EXIT_CODE after writing the real
@@ -605,10 +317,4 @@ func ExitCode(err error, codes ExitCodes, stderr io.Writer) int {
 	fmt.Fprintln(w, "warmpod:", err)
 	_ = w.Flush()
 	return codes.SystemFailure
-}
-
-// forbidden tells an API server's 403 (RBAC) from a failure that another
-// pod might not have; exec upgrade errors carry it only in their text.
-func forbidden(err error) bool {
-	return apierrors.IsForbidden(err) || strings.Contains(err.Error(), " is forbidden: ")
 }

@@ -55,8 +55,8 @@ func (f *fakeCluster) Exec(_ context.Context, p pool.Pod, argv []string, stdin i
 	var in []byte
 	if stdin != nil {
 		// The stage stdin is held open after the script: read what is there.
-		if h, ok := stdin.(*holdOpen); ok {
-			in, _ = io.ReadAll(h.r)
+		if h, ok := stdin.(interface{ Held() []byte }); ok {
+			in = h.Held()
 		} else {
 			in, _ = io.ReadAll(stdin)
 		}

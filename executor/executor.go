@@ -1,0 +1,230 @@
+// Package executor is the CI-neutral core of warmpod's executor side: get
+// a pod for a job (claim a Ready idle pod of the job image's pool, or
+// create a cold one from the pool's template), hand the job to warmpod in
+// the pod (`warmpod job start`, the token and variables on stdin), run a
+// stage there with resume and cancel (`warmpod job stage`, `job cancel
+// --stage`), put a verified file (`job put`), and end the job (`job end`,
+// the pod deleted, any other pod labelled for the job swept). Each CI
+// system's contract lives in a package of its own below this one
+// (executor/gitlab: GitLab Runner's Custom executor; executor/github: the
+// Actions runner's container hook) and stores a [Session] between its
+// calls its own way. executor/pool is the Kubernetes side (client-go).
+package executor
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/executor/pool"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Cluster is what the executor needs of Kubernetes; *pool.Kube is the
+// real one, tests use a fake.
+type Cluster interface {
+	// ClaimWarm claims a Ready idle pod of p for owner within wait; nil
+	// when there is none.
+	ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error)
+	// CreateCold creates a pod from p's template and waits until it is
+	// Ready (at most timeout).
+	CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, timeout time.Duration) (pool.Pod, error)
+	// Exec runs argv in the pod and returns its exit code; an error means
+	// the stream failed and the command's fate is unknown.
+	Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+	// Delete deletes the pod (uid precondition); gone is no error.
+	Delete(ctx context.Context, p pool.Pod) error
+	// PodsOfJob lists the pods labelled for owner.
+	PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error)
+}
+
+// Core runs the CI-neutral steps of a job over a Cluster. Its fields are
+// set once; a Core is used by one process (one CI call) at a time.
+type Core struct {
+	Cluster Cluster
+	// Log gets the executor's own messages, one line each ("warmpod: …"):
+	// the CI system's job log.
+	Log io.Writer
+	// WarmWait is how long Acquire waits for a Ready idle pod before it
+	// falls back to a cold pod (0: one look).
+	WarmWait time.Duration
+	// ReadyTimeout bounds the wait for a cold pod to be Ready.
+	ReadyTimeout time.Duration
+	// LeaseTTL is the job's lease heartbeat in the pod: an executor that
+	// vanishes leaves a pod that ends the job within it and then drains
+	// (0: no heartbeat, only the job's timeout).
+	LeaseTTL time.Duration
+	// MaxStreamRetries bounds how often RunStage reattaches to a stage
+	// after a broken exec stream.
+	MaxStreamRetries int
+	// Now is the clock (time.Now in production).
+	Now func() time.Time
+	// RBAC names the manifest of the executor's Role, for the error of a
+	// job start that the API server forbids ("deploy/gitlab-rbac.yaml").
+	RBAC string
+}
+
+// SystemError is a failure of the pod, the cluster or a stream (not of
+// the job's own code): each CI system reports it as its own kind of
+// failure (GitLab's $SYSTEM_FAILURE_EXIT_CODE, a hook's non-zero exit).
+type SystemError struct{ Err error }
+
+func (e *SystemError) Error() string { return e.Err.Error() }
+func (e *SystemError) Unwrap() error { return e.Err }
+
+// Errorf returns a *SystemError.
+func Errorf(format string, a ...any) error { return &SystemError{Err: fmt.Errorf(format, a...)} }
+
+// Job is what Acquire hands to the pod's warmpod at job start.
+type Job struct {
+	// ID names the job in the pod (warmpod's lease) and, in Owner, labels
+	// the pod: a Kubernetes label value (at most 63 bytes of
+	// [A-Za-z0-9._-]).
+	ID string
+	// Token is the job's token: $CI_JOB_TOKEN in the pod, on job start's
+	// stdin only. May be empty.
+	Token string
+	// Timeout is the job's time limit (0: one hour). The lease in the pod
+	// gets LeaseMargin more: the CI system enforces its timeout itself and
+	// still runs its clean-up calls after it.
+	Timeout time.Duration
+	// Variables become the job's environment in the pod (job start's
+	// stdin, never argv).
+	Variables []control.JobVariable
+	// Owner labels a claimed or cold pod for the job.
+	Owner pool.Owner
+}
+
+// LeaseMargin is added to a job's timeout for warmpod's lease.
+const LeaseMargin = 10 * time.Minute
+
+// maxLease is the longest job timeout warmpod's job start accepts.
+const maxLease = 168 * time.Hour
+
+// Acquire gets a pod for job and hands the job to it: a warm pod of p
+// when p is a pool of the job's image (warm) and one is Ready within
+// WarmWait, else a cold pod from p's template. A pod that refuses the job
+// (75: busy or another configuration; 69: draining) is deleted and the
+// next one tried, five times at most. Errors are *SystemError; a pod this
+// call claimed or created is deleted on failure.
+func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (pool.Pod, error) {
+	for attempt := 0; attempt < 5; attempt++ {
+		var pod *pool.Pod
+		var err error
+		if warm {
+			if pod, err = c.Cluster.ClaimWarm(ctx, p, job.Owner, c.WarmWait); err != nil {
+				return pool.Pod{}, &SystemError{Err: err}
+			}
+		}
+		if pod == nil {
+			if warm {
+				fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
+			} else {
+				fmt.Fprintf(c.Log, "warmpod: no pool runs image %s: creating a cold pod of it from pool %s's template\n", p.Image, p.Name)
+			}
+			cold, err := c.Cluster.CreateCold(ctx, p, job.Owner, c.ReadyTimeout)
+			if err != nil {
+				return pool.Pod{}, &SystemError{Err: err}
+			}
+			pod = &cold
+		}
+		code, msg, err := c.startJob(ctx, job, *pod)
+		if err == nil && code == 0 {
+			return *pod, nil
+		}
+		c.DeletePod(ctx, *pod)
+		if err != nil && forbidden(err) {
+			// Every pod would be refused the same way: stop here rather
+			// than burn the pool.
+			return pool.Pod{}, Errorf("job start on pod %s: %v (the executor's account needs create and get on pods/exec: %s)", pod.Name, err, c.RBAC)
+		}
+		if err == nil && code != control.ExitTempFail && code != control.ExitUnavailable {
+			return pool.Pod{}, Errorf("job start on pod %s: exit %d: %s", pod.Name, code, msg)
+		}
+		if err != nil {
+			msg = err.Error()
+		}
+		fmt.Fprintf(c.Log, "warmpod: pod %s did not take the job (%s): trying another\n", pod.Name, msg)
+	}
+	return pool.Pod{}, Errorf("no pod took the job after 5 tries")
+}
+
+func (c *Core) startJob(ctx context.Context, job Job, pod pool.Pod) (int, string, error) {
+	timeout := job.Timeout
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	// warmpod refuses a lease longer than 168 h (65).
+	timeout = min(timeout, maxLease-LeaseMargin)
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	spec := control.JobSpec{ID: job.ID, Nonce: hex.EncodeToString(nonce), Token: job.Token,
+		Timeout: (timeout + LeaseMargin).String(), ConfigHash: pod.Hash, Variables: job.Variables}
+	if spec.Variables == nil {
+		spec.Variables = []control.JobVariable{}
+	}
+	if c.LeaseTTL > 0 {
+		spec.LeaseTTL = c.LeaseTTL.String()
+	}
+	b, _ := json.Marshal(spec)
+	b = append(b, '\n')
+	defer clear(b)
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	code, err := c.Cluster.Exec(ctx, pod, []string{pod.Bin, "job", "start"}, bytes.NewReader(b), &out, &errb)
+	return code, strings.TrimSpace(errb.String()), err
+}
+
+// DeletePod deletes p (bounded by 15 s, also when ctx is cancelled: a
+// cancelled call must still leave no pod); a failure is logged.
+func (c *Core) DeletePod(ctx context.Context, p pool.Pod) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	if err := c.Cluster.Delete(dctx, p); err != nil {
+		fmt.Fprintf(c.Log, "warmpod: delete pod %s: %v\n", p.Name, err)
+	}
+}
+
+// End ends the job in its pod (`warmpod job end`: its processes stopped,
+// its token and files wiped; the pod then drains and deletes itself) and
+// deletes the pod as well, so it goes also when it cannot delete itself
+// (no RoleBinding) or when job end failed. pod may be nil (the CI system
+// lost track of it). Pods labelled for owner other than pod (a call that
+// died between creating a pod and recording it) are deleted too. End
+// never fails: errors are logged.
+func (c *Core) End(ctx context.Context, pod *pool.Pod, jobID string, owner pool.Owner) {
+	if pod != nil {
+		var errb bytes.Buffer
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		code, err := c.Cluster.Exec(cctx, *pod, []string{pod.Bin, "job", "end", "--job", jobID}, nil, io.Discard, &errb)
+		cancel()
+		if err != nil || code != 0 {
+			fmt.Fprintf(c.Log, "warmpod: job end in pod %s: exit %d %v %s\n", pod.Name, code, err, strings.TrimSpace(errb.String()))
+		}
+		c.DeletePod(ctx, *pod)
+	}
+	pods, err := c.Cluster.PodsOfJob(ctx, owner)
+	if err != nil {
+		fmt.Fprintf(c.Log, "warmpod: list pods of job %s: %v\n", jobID, err)
+		return
+	}
+	for _, p := range pods {
+		if pod == nil || p.UID != pod.UID {
+			c.DeletePod(ctx, p)
+		}
+	}
+}
+
+// forbidden tells an API server's 403 (RBAC) from a failure that another
+// pod might not have; exec upgrade errors carry it only in their text.
+func forbidden(err error) bool {
+	return apierrors.IsForbidden(err) || strings.Contains(err.Error(), " is forbidden: ")
+}
