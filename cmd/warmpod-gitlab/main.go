@@ -19,8 +19,7 @@ import (
 
 	"github.com/warmpod/warmpod/executor/gitlab"
 	"github.com/warmpod/warmpod/executor/pool"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+	"github.com/warmpod/warmpod/internal/kubeclient"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -97,7 +96,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, usage)
 		return 2
 	}
-	kube, err := newKube(*kubeconfig, *namespace)
+	kube, err := kubeclient.New(*kubeconfig, *namespace, "warmpod-gitlab/"+version)
 	if err != nil {
 		return gitlab.ExitCode(&gitlab.SystemError{Err: err}, codes, os.Stderr)
 	}
@@ -117,32 +116,4 @@ func run(args []string) int {
 	default:
 		return gitlab.ExitCode(d.Cleanup(ctx), codes, os.Stderr)
 	}
-}
-
-// newKube builds the client from a kubeconfig (or in-cluster config),
-// the way kubectl loads it.
-func newKube(kubeconfig, namespace string) (*pool.Kube, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	rc, err := cc.ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	if namespace == "" {
-		if namespace, _, err = cc.Namespace(); err != nil {
-			return nil, fmt.Errorf("namespace: %w", err)
-		}
-	}
-	rc.UserAgent = "warmpod-gitlab/" + version
-	// One driver call makes a handful of requests; client-go's default
-	// limiter (5 QPS) would only add waits.
-	rc.QPS, rc.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	return &pool.Kube{CS: cs, Config: rc, Namespace: namespace}, nil
 }

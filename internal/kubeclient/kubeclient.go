@@ -1,0 +1,42 @@
+// Package kubeclient builds the executors' client-go client (warmpod-gitlab,
+// warmpod-github): a kubeconfig loaded the way kubectl loads it, or the
+// in-cluster configuration.
+package kubeclient
+
+import (
+	"fmt"
+
+	"github.com/warmpod/warmpod/executor/pool"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// New returns a pool.Kube for namespace (empty: the kubeconfig context's,
+// or the service account's) from kubeconfig (empty: $KUBECONFIG,
+// ~/.kube/config, or in-cluster). userAgent names the executor in the API
+// server's logs. Errors: no usable configuration, no namespace.
+func New(kubeconfig, namespace, userAgent string) (*pool.Kube, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules.ExplicitPath = kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	rc, err := cc.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if namespace == "" {
+		if namespace, _, err = cc.Namespace(); err != nil {
+			return nil, fmt.Errorf("namespace: %w", err)
+		}
+	}
+	rc.UserAgent = userAgent
+	// One executor call makes a handful of requests; client-go's default
+	// limiter (5 QPS) would only add waits.
+	rc.QPS, rc.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &pool.Kube{CS: cs, Config: rc, Namespace: namespace}, nil
+}
