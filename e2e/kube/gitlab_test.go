@@ -102,16 +102,7 @@ func newPool(t *testing.T, o poolOpts) *glrPool {
 	require.NoError(t, err, "%s", out)
 	waitIdle(t, ns, o.replicas, 2*time.Minute)
 
-	tok, err := exec.Command(kubectl, "create", "token", "-n", ns, "warmpod-gitlab", "--duration", "2h").Output()
-	require.NoError(t, err)
-	raw, err := exec.Command(kubectl, "config", "view", "--raw", "--minify", "--flatten", "-o", "json").Output()
-	require.NoError(t, err)
-	var kc map[string]any
-	require.NoError(t, json.Unmarshal(raw, &kc))
-	kc["users"] = []any{map[string]any{"name": "warmpod-gitlab", "user": map[string]any{"token": strings.TrimSpace(string(tok))}}}
-	ctxs := kc["contexts"].([]any)
-	c0 := ctxs[0].(map[string]any)["context"].(map[string]any)
-	c0["user"], c0["namespace"] = "warmpod-gitlab", ns
+	kc := saKubeconfig(t, ns, "warmpod-gitlab")
 	if o.proxy {
 		cl := kc["clusters"].([]any)[0].(map[string]any)["cluster"].(map[string]any)
 		target := strings.TrimPrefix(cl["server"].(string), "https://")
@@ -135,6 +126,24 @@ func newPool(t *testing.T, o poolOpts) *glrPool {
 		require.NoError(t, os.WriteFile(filepath.Join(p.dir, c+".sh"), []byte(script), 0o755))
 	}
 	return p
+}
+
+// saKubeconfig is a kubeconfig (as its JSON map) for ServiceAccount sa of
+// namespace ns: a 2 h token, the admin kubeconfig's cluster, ns as the
+// context's namespace.
+func saKubeconfig(t *testing.T, ns, sa string) map[string]any {
+	t.Helper()
+	tok, err := exec.Command(kubectl, "create", "token", "-n", ns, sa, "--duration", "2h").Output()
+	require.NoError(t, err)
+	raw, err := exec.Command(kubectl, "config", "view", "--raw", "--minify", "--flatten", "-o", "json").Output()
+	require.NoError(t, err)
+	var kc map[string]any
+	require.NoError(t, json.Unmarshal(raw, &kc))
+	kc["users"] = []any{map[string]any{"name": sa, "user": map[string]any{"token": strings.TrimSpace(string(tok))}}}
+	ctxs := kc["contexts"].([]any)
+	c0 := ctxs[0].(map[string]any)["context"].(map[string]any)
+	c0["user"], c0["namespace"] = sa, ns
+	return kc
 }
 
 func shellWords(ws []string) string {
