@@ -11,6 +11,7 @@ COLDPKGS  := crypto/... vendor/golang.org/x/crypto/... math/big encoding/asn1 ne
 GCFLAGS   := $(foreach p,$(COLDPKGS),-gcflags=$(p)=-l)
 BIN       := bin/warmpod
 DRIVER    := bin/warmpod-gitlab
+HOOK      := bin/warmpod-github
 PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 
 .PHONY: help build test unit e2e demo deps vet size image clean
@@ -18,10 +19,12 @@ PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1), bin/warmpod-gitlab (driver)
+build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1), bin/warmpod-gitlab (GitLab driver), bin/warmpod-github (+ .sh shim: Actions hook)
 	CGO_ENABLED=0 $(GO) build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/warmpod
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DRIVER) ./cmd/warmpod-gitlab
-	@ls -l $(BIN) $(DRIVER) | awk '{print "built", $$NF, $$5, "bytes"}'
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(HOOK) ./cmd/warmpod-github
+	install -m 0755 cmd/warmpod-github/warmpod-github.sh $(HOOK).sh
+	@ls -l $(BIN) $(DRIVER) $(HOOK) | awk '{print "built", $$NF, $$5, "bytes"}'
 
 deps: ## install what the tests need (Debian: runc, busybox-static, the anchor inits)
 	@missing=""; for p in $(PKGS_DEB); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -70,12 +73,18 @@ CTR_SOCK   ?= $(KUBE_STATE)/containerd/containerd.sock
 BUSYBOX    ?= /bin/busybox
 
 GLR_DIR    ?= $(SHARED)/gitlab-runner
+HOOKS_DIR  ?= $(SHARED)/actions-hooks
 
-.PHONY: image-tar e2e-kube gitlab-runner bench-kube
+.PHONY: image-tar e2e-kube gitlab-runner actions-hooks bench-kube
 
 gitlab-runner: ## build the real GitLab Runner + mock coordinator of ../shared/gitlab-runner (cached under /var/tmp/glr)
 	@test -x $(GLR_DIR)/build.sh || { echo "$(GLR_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
 	$(GLR_DIR)/build.sh
+
+actions-hooks: ## build ../shared/actions-hooks: the upstream k8s hook, hookrun, the job/runner/service images (imported into the running cluster)
+	@test -x $(HOOKS_DIR)/build.sh || { echo "$(HOOKS_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
+	@command -v jq >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null; }
+	$(HOOKS_DIR)/build.sh
 
 image-tar: build ## OCI image (busybox-static + warmpod) → bin/warmpod-image.tar
 	@test -x $(BUSYBOX) || { echo "image-tar: $(BUSYBOX) missing (apt-get install busybox-static)"; exit 1; }
@@ -92,14 +101,15 @@ image-tar: build ## OCI image (busybox-static + warmpod) → bin/warmpod-image.t
 	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT) $(IMAGE) $(IMAGE_TAR) '["/usr/local/bin/warmpod"]'
 	rm -rf $(IMAGE_ROOT)
 
-e2e-kube: image-tar gitlab-runner ## Kubernetes end-to-end tests, GitLab Runner jobs included (starts ../shared/kube-e2e when KUBECONFIG is unset)
+e2e-kube: image-tar gitlab-runner ## Kubernetes end-to-end tests, GitLab Runner jobs and Actions hook jobs included (starts ../shared/kube-e2e when KUBECONFIG is unset)
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
 	fi; \
 	echo "KUBECONFIG=$$KUBECONFIG"; \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
-	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) GLR_DIR=$(GLR_DIR) \
+	$(MAKE) --no-print-directory actions-hooks; \
+	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) GLR_DIR=$(GLR_DIR) HOOKS_DIR=$(HOOKS_DIR) \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m ./e2e/kube/
 
 bench-kube: image-tar gitlab-runner ## GitLab Runner job overhead, warm pool vs cold pod, 20 jobs each (real cluster) → bench/results.md section

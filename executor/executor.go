@@ -66,6 +66,9 @@ type Core struct {
 	MaxStreamRetries int
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
+	// CancelGrace is the grace period RunStage's cancel gives the stage
+	// (SIGTERM, then SIGKILL after it); 0: the pod's --grace.
+	CancelGrace time.Duration
 	// RBAC names the manifest of the executor's Role, for the error of a
 	// job start that the API server forbids ("deploy/gitlab-rbac.yaml").
 	RBAC string

@@ -91,9 +91,13 @@ func (c *Core) cancelStage(ctx context.Context, pod pool.Pod, jobID, name string
 	fmt.Fprintf(c.Log, "warmpod: cancelling stage %s in pod %s\n", name, pod.Name)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
+	argv := []string{pod.Bin, "job", "cancel", "--job", jobID, "--stage", name}
+	if c.CancelGrace > 0 {
+		argv = append(argv, "--grace", c.CancelGrace.String())
+	}
 	for {
 		var errb bytes.Buffer
-		code, err := c.Cluster.Exec(cctx, pod, []string{pod.Bin, "job", "cancel", "--job", jobID, "--stage", name}, nil, io.Discard, &errb)
+		code, err := c.Cluster.Exec(cctx, pod, argv, nil, io.Discard, &errb)
 		if err == nil && code == 0 {
 			return
 		}

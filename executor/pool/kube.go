@@ -42,7 +42,18 @@ type Pod struct {
 	Hash string `json:"config_hash"`
 	// Warm is true for a claimed pool pod, false for a cold one.
 	Warm bool `json:"warm"`
+	// Sidecars counts the pod's containers other than warmpod's (a job's
+	// services): Delete gives them SidecarGrace.
+	Sidecars int `json:"sidecars,omitempty"`
 }
+
+// SidecarGrace is the termination grace period Delete gives a pod with
+// sidecars. warmpod's own container ends as soon as its job has (job end
+// gave the job's processes their --grace already), but a service is
+// often a program that ignores SIGTERM as its container's PID 1 (an HTTP
+// server, a database in a test image): with the template's grace period
+// the pod would linger as Terminating for it, 30 s by default.
+const SidecarGrace = 5 * time.Second
 
 // Kube is the driver's view of one namespace of a cluster.
 type Kube struct {
@@ -85,7 +96,7 @@ func (k *Kube) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Dur
 			pod, err := k.claim(ctx, &ready[i], owner)
 			if err == nil {
 				return &Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
-					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true}, nil
+					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true, Sidecars: len(p.Sidecars())}, nil
 			}
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				continue
@@ -154,7 +165,7 @@ func (k *Kube) CreateCold(ctx context.Context, p Pool, owner Owner, timeout time
 		return Pod{}, fmt.Errorf("create pod: %w", err)
 	}
 	out := Pod{Name: created.Name, Namespace: created.Namespace, UID: string(created.UID), Pool: p.Name,
-		Container: p.Container, Bin: p.Bin, Hash: p.Hash}
+		Container: p.Container, Bin: p.Bin, Hash: p.Hash, Sidecars: len(p.Sidecars())}
 	if err := k.waitReady(ctx, created, timeout); err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -240,13 +251,17 @@ func deadlineOf(ctx context.Context) time.Time {
 
 // Delete deletes the pod, on the condition that it is still the pod we
 // had (uid precondition: a newer pod with the same name is never touched),
-// in the background (owned Secrets and ConfigMaps go with it). A pod
+// with SidecarGrace when it has sidecars, in the background (owned Secrets and ConfigMaps go with it). A pod
 // already gone is no error.
 func (k *Kube) Delete(ctx context.Context, p Pod) error {
 	uid := types.UID(p.UID)
 	bg := metav1.DeletePropagationBackground
-	err := k.CS.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &bg})
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &bg}
+	if p.Sidecars > 0 {
+		g := int64(SidecarGrace / time.Second)
+		opts.GracePeriodSeconds = &g
+	}
+	err := k.CS.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, opts)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
@@ -262,7 +277,7 @@ func (k *Kube) PodsOfJob(ctx context.Context, owner Owner) ([]Pod, error) {
 	}
 	var out []Pod
 	for _, p := range list.Items {
-		out = append(out, Pod{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), Pool: p.Labels[LabelPool]})
+		out = append(out, Pod{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), Pool: p.Labels[LabelPool], Sidecars: max(0, len(p.Spec.Containers)-1)})
 	}
 	return out, nil
 }

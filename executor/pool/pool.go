@@ -49,6 +49,10 @@ const (
 	// its URL): job ids are unique per instance only, and one runner can
 	// serve several.
 	LabelServer = "warmpod.dev/server"
+	// LabelRunner names the CI runner a claimed or cold pod works for
+	// (GitHub Actions: the runner pod's name): its clean-up deletes every
+	// pod labelled for it, also those of an earlier job it lost track of.
+	LabelRunner = "warmpod.dev/runner"
 	// AnnotationBin is the warmpod binary's path in the container, when
 	// the container's command[0] does not say (default: "warmpod" on PATH).
 	AnnotationBin = "warmpod.dev/bin"
@@ -240,13 +244,66 @@ func (s *Set) ForImage(image string) (p Pool, warm bool) {
 
 // Owner is the job a claimed or cold pod is labelled for.
 type Owner struct {
-	// Job is CI_JOB_ID.
+	// Job is the CI system's job id (GitLab: CI_JOB_ID).
 	Job string
-	// Server is the hash of CI_SERVER_URL (16 hex digits).
+	// Server is the hash of the CI server's URL (16 hex digits).
 	Server string
+	// Runner is the runner's name (GitHub Actions); empty for GitLab.
+	Runner string
 }
 
-// Labels are the pod labels that name the owner.
+// Labels are the pod labels that name the owner; an empty field has none
+// (so an Owner with only Runner set selects every pod of that runner).
 func (o Owner) Labels() map[string]string {
-	return map[string]string{LabelJob: o.Job, LabelServer: o.Server}
+	l := map[string]string{}
+	for k, v := range map[string]string{LabelJob: o.Job, LabelServer: o.Server, LabelRunner: o.Runner} {
+		if v != "" {
+			l[k] = v
+		}
+	}
+	return l
+}
+
+// AnnotationAlpine, set to "true" or "false" on a pool's template, tells
+// a container hook whether the pool's image is Alpine (musl), so it can
+// answer the Actions runner (isAlpine) without looking into the pod.
+const AnnotationAlpine = "warmpod.dev/alpine"
+
+// Sidecars returns the images of p's containers other than the one that
+// runs warmpod, in template order: the services a job on p gets.
+func (p Pool) Sidecars() []string {
+	var out []string
+	for _, c := range p.Template.Spec.Containers {
+		if c.Name != p.Container {
+			out = append(out, c.Image)
+		}
+	}
+	return out
+}
+
+// WithSidecars returns p with its containers other than warmpod's
+// replaced by sidecars (each gets the warmpod container's image pull
+// policy when it sets none) and the hash recomputed: the template of a
+// cold pod for a job whose services no pool has.
+func (p Pool) WithSidecars(sidecars []corev1.Container) Pool {
+	p.Template = *p.Template.DeepCopy()
+	spec := &p.Template.Spec
+	var keep []corev1.Container
+	var policy corev1.PullPolicy
+	for _, c := range spec.Containers {
+		if c.Name == p.Container {
+			keep = append(keep, c)
+			policy = c.ImagePullPolicy
+		}
+	}
+	for _, c := range sidecars {
+		if c.ImagePullPolicy == "" {
+			c.ImagePullPolicy = policy
+		}
+		keep = append(keep, c)
+	}
+	spec.Containers = keep
+	p.Hash = Hash(&p.Template)
+	p.Template.Labels[LabelConfig] = p.Hash
+	return p
 }

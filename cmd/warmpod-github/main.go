@@ -1,0 +1,103 @@
+// Command warmpod-github is a GitHub Actions runner container hook
+// (ACTIONS_RUNNER_CONTAINER_HOOKS) that runs job containers on warm pods.
+// The runner launches the shim beside it, warmpod-github.sh, which execs
+// this binary: it reads the command from stdin and carries it out. The
+// logic is package executor/github, the Kubernetes side executor/pool.
+// See docs/github-actions.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/warmpod/warmpod/executor/github"
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/internal/flagenv"
+	"github.com/warmpod/warmpod/internal/kubeclient"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: warmpod-github [flags]           (a container hook: the command on stdin, as the runner sends it)
+       warmpod-github version
+flags (each also as WARMPOD_GITHUB_<NAME>, which is how a runner pod sets them):`
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("warmpod-github", flag.ContinueOnError)
+	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments (deploy/github-pool.yaml)")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	namespace := fs.String("namespace", "", "namespace of the pools (default: the kubeconfig context's, or the service account's)")
+	warmWait := fs.Duration("warm-wait", time.Second, "how long prepare_job waits for a Ready idle pod before creating a cold one")
+	readyTimeout := fs.Duration("ready-timeout", 5*time.Minute, "how long prepare_job waits for a cold pod to be Ready")
+	leaseTTL := fs.Duration("lease-ttl", time.Minute, "the job's lease heartbeat in the pod: a pod whose runner died ends the job within it (0 = none)")
+	retries := fs.Int("stream-retries", 5, "how often a step reattaches after a broken exec stream, and a piece of _work is sent again")
+	cancelGrace := fs.Duration("cancel-grace", 5*time.Second, "SIGTERM → SIGKILL of a cancelled step in the pod (the runner kills the hook 10 s after its SIGINT)")
+	chunk := fs.Int64("chunk-size", 64<<20, "bytes per verified piece of the _work transfer")
+	timeout := fs.Duration("timeout", 6*time.Hour, "the job's lease in the pod (GitHub ends a job after at most 6 h)")
+	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if err := flagenv.Apply(fs, "WARMPOD_GITHUB_"); err != nil {
+		fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
+		return 2
+	}
+	switch {
+	case fs.NArg() == 1 && fs.Arg(0) == "version":
+		fmt.Println("warmpod-github", version)
+		return 0
+	case fs.NArg() != 0:
+		fs.Usage()
+		return 2
+	}
+	cfg := github.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL, MaxStreamRetries: *retries,
+		CancelGrace: *cancelGrace, ChunkSize: *chunk, Timeout: *timeout}
+	if *pools != "" {
+		set, err := pool.Load(*pools)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
+			return 1
+		}
+		cfg.Pools = set
+	}
+	// The runner cancels with SIGINT, then SIGTERM 7.5 s later: either
+	// becomes a cancel of the step in the pod.
+	cancel := make(chan struct{})
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		close(cancel)
+	}()
+	kube, err := kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
+		return 1
+	}
+	h := &github.Hook{Cfg: cfg, Cluster: kube, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
+	return h.Run(context.Background(), os.Stdin, cancel)
+}
+
+func env() map[string]string {
+	m := map[string]string{}
+	for _, kv := range os.Environ() {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				m[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	return m
+}

@@ -1,0 +1,243 @@
+//go:build kube
+
+package kubee2e
+
+// GitHub Actions runner container hooks on warm pods (issue "Step 11"):
+// every job here goes through ../shared/actions-hooks/hookrun, which calls
+// the hook exactly as actions/runner's ContainerHookManager does, with
+// warmpod-github's shim as ACTIONS_RUNNER_CONTAINER_HOOKS, against a pool
+// applied from deploy/kube-e2e/github-pool.yaml. The hook talks to the API
+// server with a token of the ServiceAccount of deploy/github-rbac.yaml, so
+// the documented RBAC is proven enough.
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var (
+	hookOnce sync.Once
+	hookDir  string
+	hookErr  error
+)
+
+// hookShim is a directory with warmpod-github and its shim:
+// $WARMPOD_GITHUB_BIN (make e2e-kube builds it, the shim beside it), else
+// a fresh build.
+func hookShim(t testing.TB) string {
+	t.Helper()
+	hookOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "warmpod-github-")
+		if err != nil {
+			hookErr = err
+			return
+		}
+		hookDir = dir
+		bin := os.Getenv("WARMPOD_GITHUB_BIN")
+		if bin == "" {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "warmpod-github"), filepath.Join(repoRoot, "cmd/warmpod-github")).CombinedOutput()
+			if err != nil {
+				hookErr = fmt.Errorf("go build: %v: %s", err, out)
+				return
+			}
+		} else if out, err := exec.Command("cp", bin, filepath.Join(dir, "warmpod-github")).CombinedOutput(); err != nil {
+			hookErr = fmt.Errorf("cp: %v: %s", err, out)
+			return
+		}
+		if out, err := exec.Command("install", "-m", "0755", filepath.Join(repoRoot, "cmd/warmpod-github/warmpod-github.sh"), dir).CombinedOutput(); err != nil {
+			hookErr = fmt.Errorf("install: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, hookErr)
+	return hookDir
+}
+
+// hooksDir is the actions-hooks fixture (make e2e-kube builds it).
+func hooksDir(t testing.TB) string {
+	t.Helper()
+	d := os.Getenv("HOOKS_DIR")
+	if d == "" {
+		d = filepath.Join(repoRoot, "..", "shared", "actions-hooks")
+	}
+	if _, err := os.Stat(filepath.Join(d, "hookrun")); err != nil {
+		t.Fatalf("actions-hooks fixture not found at %s (set HOOKS_DIR): %v", d, err)
+	}
+	return d
+}
+
+// ghPool is a namespace with a warm pool of the fixture's job image and
+// the environment a runner pod gives the hook.
+type ghPool struct {
+	ns         string
+	dir        string
+	kubeconfig string
+	replicas   int
+}
+
+func newGHPool(t *testing.T, replicas int) *ghPool {
+	t.Helper()
+	ns := newNamespace(t, "gh", true)
+	g := &ghPool{ns: ns, dir: t.TempDir(), replicas: replicas}
+	for _, f := range []string{"deploy/github-rbac.yaml", "deploy/kube-e2e/github-pool.yaml"} {
+		out, err := exec.Command(kubectl, "apply", "-n", ns, "-f", filepath.Join(repoRoot, f)).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	out, err := exec.Command(kubectl, "scale", "-n", ns, "deployment/hooks-job", "--replicas", strconv.Itoa(replicas)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	waitIdle(t, ns, replicas, 3*time.Minute)
+	b, _ := json.Marshal(saKubeconfig(t, ns, "warmpod-github"))
+	g.kubeconfig = filepath.Join(g.dir, "kubeconfig")
+	require.NoError(t, os.WriteFile(g.kubeconfig, b, 0o600))
+	return g
+}
+
+// hookResult is the part of hookrun's result document the tests read.
+type hookResult struct {
+	Result       string  `json:"result"`
+	Expect       string  `json:"expect"`
+	TotalMS      float64 `json:"total_ms"`
+	PrepareJobMS float64 `json:"prepare_job_ms"`
+	CleanupJobMS float64 `json:"cleanup_job_ms"`
+	IsAlpine     bool    `json:"is_alpine"`
+	Steps        []struct {
+		ID         string  `json:"id"`
+		Result     string  `json:"result"`
+		ExitCode   *int    `json:"exit_code"`
+		HookMS     float64 `json:"hook_ms"`
+		ScriptMS   float64 `json:"script_ms"`
+		OverheadMS float64 `json:"overhead_ms"`
+		Error      string  `json:"error"`
+		Output     []struct {
+			Stream string `json:"stream"`
+			Kind   string `json:"kind"`
+			Text   string `json:"text"`
+		} `json:"output"`
+	} `json:"steps"`
+	Calls []struct {
+		Command  string   `json:"command"`
+		WallMS   float64  `json:"wall_ms"`
+		ExitCode int      `json:"exit_code"`
+		Signals  []string `json:"signals"`
+	} `json:"calls"`
+}
+
+// step returns the step with id.
+func (r *hookResult) step(t testing.TB, id string) (res string, code *int, lines []string) {
+	t.Helper()
+	for _, s := range r.Steps {
+		if s.ID == id {
+			for _, o := range s.Output {
+				lines = append(lines, o.Text)
+			}
+			return s.Result, s.ExitCode, lines
+		}
+	}
+	t.Fatalf("no step %q in the result", id)
+	return "", nil, nil
+}
+
+// run runs example (a file of the fixture's examples/, or a path) through
+// hookrun with warmpod's hook as runner runner, and returns hookrun's
+// result and its log.
+func (g *ghPool) run(t *testing.T, example, runner string) (*hookResult, string) {
+	t.Helper()
+	if !filepath.IsAbs(example) {
+		example = filepath.Join(hooksDir(t), "examples", example)
+	}
+	out := filepath.Join(t.TempDir(), "result.json")
+	cmd := exec.Command(filepath.Join(hooksDir(t), "hookrun"), "--hook", filepath.Join(hookShim(t), "warmpod-github.sh"), "--out", out, example)
+	cmd.Env = append(os.Environ(),
+		"WARMPOD_GITHUB_POOLS="+filepath.Join(repoRoot, "deploy/kube-e2e/github-pool.yaml"),
+		"WARMPOD_GITHUB_KUBECONFIG="+g.kubeconfig,
+		"ACTIONS_RUNNER_POD_NAME="+runner,
+		"HOOKRUN_TMP="+t.TempDir())
+	log, _ := cmd.CombinedOutput() // exit 1 when the job fails: the result says how
+	b, err := os.ReadFile(out)
+	require.NoError(t, err, "hookrun wrote no result:\n%s", log)
+	var r hookResult
+	require.NoError(t, json.Unmarshal(b, &r), "%s", b)
+	return &r, string(log)
+}
+
+// jobPods lists the pods of the namespace that are not idle pool pods.
+func jobPods(t testing.TB, ns string) []string {
+	var out []string
+	for _, p := range poolPods(t, ns) {
+		if p.Metadata.Labels["warmpod.dev/state"] != "idle" {
+			out = append(out, p.Metadata.Name+":"+p.Metadata.Labels["warmpod.dev/state"])
+		}
+	}
+	return out
+}
+
+// TestGitHubHookExamples runs every example of the fixture through
+// warmpod's hook on one pool: each ends as hookrun expects, a failing
+// step reports its own exit code, the file commands reach later steps, a
+// masked value never shows, and after cleanup_job the namespace holds
+// exactly the pool's idle pods.
+func TestGitHubHookExamples(t *testing.T) {
+	g := newGHPool(t, 2)
+	for _, ex := range []string{"pass", "fail", "js-action", "service", "cancel"} {
+		t.Run(ex, func(t *testing.T) {
+			r, log := g.run(t, ex+".json", "gh-runner-"+ex)
+			t.Logf("%s: %s in %.0f ms (prepare_job %.0f ms, cleanup_job %.0f ms)", ex, r.Result, r.TotalMS, r.PrepareJobMS, r.CleanupJobMS)
+			require.Equal(t, r.Expect, r.Result, "hookrun:\n%s", log)
+			for _, s := range r.Steps {
+				for _, o := range s.Output {
+					assert.NotContains(t, o.Text, "s3cr3t-value-xyz", "a secret in the log of step %s", s.ID)
+					assert.NotContains(t, o.Text, "runtime-value-123 must", "an ::add-mask:: value in the log of step %s", s.ID)
+				}
+			}
+			switch ex {
+			case "pass":
+				res, _, lines := r.step(t, "s2")
+				assert.Equal(t, "success", res)
+				assert.Contains(t, strings.Join(lines, "\n"), "GREETING=hi there answer=42", "GITHUB_ENV and GITHUB_OUTPUT reached the next step")
+				assert.Contains(t, strings.Join(lines, "\n"), "PATH has /opt/hookrun/bin", "GITHUB_PATH reached the next step")
+				_, _, lines = r.step(t, "s4")
+				all := strings.Join(lines, "\n")
+				assert.Contains(t, all, "HOME=/github/home")
+				assert.Contains(t, all, "event.json: ", "GITHUB_EVENT_PATH points at the event file")
+				assert.Contains(t, all, "hello workspace", "the workspace is in the pod")
+			case "fail":
+				res, code, _ := r.step(t, "boom")
+				assert.Equal(t, "failure", res)
+				require.NotNil(t, code)
+				assert.Equal(t, 3, *code, "the step's own exit code, not the hook's 1")
+				res, _, _ = r.step(t, "always")
+				assert.Equal(t, "success", res)
+			case "js-action":
+				_, _, lines := r.step(t, "after")
+				assert.Contains(t, strings.Join(lines, "\n"), "FROM_NODE=yes")
+			case "service":
+				res, _, _ := r.step(t, "get")
+				assert.Equal(t, "success", res, "the service answered on localhost")
+			case "cancel":
+				res, _, lines := r.step(t, "long")
+				assert.Equal(t, "cancelled", res)
+				assert.Contains(t, strings.Join(lines, "\n"), "step got SIG", "the step's trap ran in the pod")
+				for _, c := range r.Calls {
+					if c.Command == "run_script_step" {
+						assert.NotContains(t, c.Signals, "SIGKILL", "the hook exited before the runner's SIGKILL")
+					}
+				}
+			}
+			waitFor(t, 30*time.Second, "only the pool's idle pods left", func() (bool, string) {
+				left := jobPods(t, g.ns)
+				return len(left) == 0, strings.Join(left, " ")
+			})
+		})
+	}
+	waitIdle(t, g.ns, g.replicas, 2*time.Minute)
+}

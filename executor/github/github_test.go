@@ -1,0 +1,386 @@
+package github
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/executor/pool"
+)
+
+// fakeCluster plays the pod: job start, job put (the digest checked), the
+// unpack, job stage (runs nothing: answers with output and an exit code),
+// the file commands' way back, job end.
+type fakeCluster struct {
+	mu       sync.Mutex
+	warm     []pool.Pod
+	colds    []pool.Pool
+	deleted  []string
+	execs    [][]string
+	starts   []control.JobSpec
+	scripts  []string
+	puts     map[string][]byte // path → content
+	podFiles map[string]string // what the step left in the pod's file commands
+	stepCode int
+	// breakPut makes the first n puts fail with a broken stream.
+	breakPut int
+	listed   []pool.Owner
+}
+
+func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration) (*pool.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.warm) == 0 {
+		return nil, nil
+	}
+	pod := f.warm[0]
+	f.warm = f.warm[1:]
+	return &pod, nil
+}
+
+func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration) (pool.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.colds = append(f.colds, p)
+	return pool.Pod{Name: fmt.Sprintf("cold-%d", len(f.colds)), UID: "u-cold", Bin: "/warmpod/warmpod", Hash: p.Hash, Pool: p.Name}, nil
+}
+
+func (f *fakeCluster) Delete(_ context.Context, p pool.Pod) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.deleted = append(f.deleted, p.Name)
+	return nil
+}
+
+func (f *fakeCluster) PodsOfJob(_ context.Context, o pool.Owner) ([]pool.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.listed = append(f.listed, o)
+	if o.Job == "" && o.Runner != "" {
+		return []pool.Pod{{Name: "leftover", UID: "u-left"}}, nil
+	}
+	return nil, nil
+}
+
+func (f *fakeCluster) Exec(_ context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	var in []byte
+	if h, ok := stdin.(interface{ Held() []byte }); ok {
+		in = h.Held()
+	} else if stdin != nil {
+		in, _ = io.ReadAll(stdin)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.execs = append(f.execs, argv)
+	switch {
+	case len(argv) > 2 && argv[1] == "job" && argv[2] == "start":
+		var s control.JobSpec
+		if err := json.Unmarshal(in, &s); err != nil {
+			return 65, nil
+		}
+		f.starts = append(f.starts, s)
+		return 0, nil
+	case len(argv) > 3 && argv[2] == "put":
+		if f.breakPut > 0 {
+			f.breakPut--
+			return -1, errors.New("stream reset")
+		}
+		sum := sha256.Sum256(in)
+		if hex.EncodeToString(sum[:]) != argv[slices.Index(argv, "--sha256")+1] {
+			return 65, nil
+		}
+		if f.puts == nil {
+			f.puts = map[string][]byte{}
+		}
+		f.puts[argv[3]] = in
+		return 0, nil
+	case len(argv) > 2 && argv[0] == "sh" && strings.Contains(argv[2], "tar -xf"):
+		return 0, nil
+	case len(argv) > 2 && argv[1] == "job" && argv[2] == "stage":
+		f.scripts = append(f.scripts, string(in))
+		fmt.Fprint(stdout, "step output\n")
+		code := f.stepCode
+		end := int64(len("step output\n"))
+		b, _ := json.Marshal(control.StageStatus{Stage: argv[6], ExitCode: &code, LogEnd: &end})
+		fmt.Fprintf(stderr, "%s\n", b)
+		return code, nil
+	case len(argv) > 2 && argv[0] == "sh" && strings.Contains(argv[2], "wc -c"):
+		for _, path := range argv[4:] {
+			c, ok := f.podFiles[path]
+			if !ok {
+				fmt.Fprintln(stdout, -1)
+				continue
+			}
+			fmt.Fprintf(stdout, "%d\n%s", len(c), c)
+		}
+		return 0, nil
+	case len(argv) > 2 && argv[1] == "job" && argv[2] == "end":
+		return 0, nil
+	}
+	return 127, nil
+}
+
+const testPools = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: job}
+spec:
+  selector: {matchLabels: {warmpod.dev/pool: job, warmpod.dev/state: idle}}
+  template:
+    metadata:
+      labels: {warmpod.dev/pool: job, warmpod.dev/state: idle}
+      annotations: {warmpod.dev/alpine: "false"}
+    spec:
+      containers:
+      - {name: job, image: localhost/hooks/job:v1, command: [/warmpod/warmpod], imagePullPolicy: Never}
+`
+
+// runner lays out a runner's _work as the Actions runner does.
+type runner struct {
+	t    *testing.T
+	root string
+	work string
+	env  map[string]string
+}
+
+func newRunner(t *testing.T) *runner {
+	root := t.TempDir()
+	r := &runner{t: t, root: root, work: filepath.Join(root, "_work")}
+	for _, d := range []string{"_temp/_github_home", "_temp/_github_workflow", "_temp/_runner_file_commands", "_actions/o/a/v1", "repo/repo"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(r.work, d), 0o755))
+	}
+	r.write("repo/repo/README.md", "hello\n")
+	r.write("_actions/o/a/v1/index.js", "console.log(1)\n")
+	r.write("_temp/_github_workflow/event.json", "{}")
+	r.write("_temp/other-step.sh", "not for the pod at prepare_job")
+	r.env = map[string]string{"RUNNER_TEMP": filepath.Join(r.work, "_temp"), "GITHUB_WORKSPACE": filepath.Join(r.work, "repo/repo"),
+		"ACTIONS_RUNNER_POD_NAME": "runner-0", "GITHUB_SERVER_URL": "https://github.com"}
+	return r
+}
+
+func (r *runner) write(rel, content string) {
+	require.NoError(r.t, os.WriteFile(filepath.Join(r.work, rel), []byte(content), 0o644))
+}
+
+func (r *runner) hook(f *fakeCluster) (*Hook, *bytes.Buffer, *bytes.Buffer) {
+	set, err := pool.Parse(strings.NewReader(testPools))
+	require.NoError(r.t, err)
+	var out, errb bytes.Buffer
+	return &Hook{Cfg: Config{Pools: set, MaxStreamRetries: 2, ChunkSize: 1024}, Cluster: f, Env: r.env, Stdout: &out, Stderr: &errb, Now: time.Now}, &out, &errb
+}
+
+// call runs one command as the runner does and returns the exit status
+// and the response.
+func (r *runner) call(h *Hook, cmd string, args any, state json.RawMessage, cancel <-chan struct{}) (int, *Response) {
+	resp := filepath.Join(r.work, "_temp", "resp.json")
+	require.NoError(r.t, os.WriteFile(resp, nil, 0o644))
+	b, _ := json.Marshal(args)
+	if state == nil {
+		state = json.RawMessage("null")
+	}
+	in, _ := json.Marshal(Input{Command: cmd, ResponseFile: resp, Args: b, State: state})
+	code := h.Run(context.Background(), bytes.NewReader(append(in, '\n')), cancel)
+	raw, _ := os.ReadFile(resp)
+	if len(raw) == 0 {
+		return code, nil
+	}
+	var out Response
+	require.NoError(r.t, json.Unmarshal(raw, &out), "%s", raw)
+	return code, &out
+}
+
+func TestPrepareJobClaimsAWarmPodAndBringsWorkIn(t *testing.T) {
+	r := newRunner(t)
+	r.write("repo/repo/big.bin", strings.Repeat("x", 5000)) // several 1 KiB pieces
+	f := &fakeCluster{warm: []pool.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}, breakPut: 1}
+	h, out, errb := r.hook(f)
+	code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: "localhost/hooks/job:v1",
+		EnvironmentVariables: map[string]string{"HOME": "/github/home", "CONTAINER_LEVEL": "from-container-env-9f", "bad-name": "y"}, PortMappings: []string{"8080"}},
+		Services: []Container{}}, nil, nil)
+	require.Equal(t, 0, code, "stdout %s stderr %s", out, errb)
+	require.NotNil(t, resp)
+	require.NotNil(t, resp.IsAlpine)
+	assert.False(t, *resp.IsAlpine, "the pool's annotation")
+	assert.Equal(t, "w1", resp.State.Pod.Name)
+	assert.Equal(t, "runner-0", resp.State.Runner)
+	assert.Equal(t, "w1", resp.Context.Container.ID)
+	assert.Equal(t, map[string]string{"8080": "8080"}, resp.Context.Container.Ports)
+	require.Len(t, f.starts, 1)
+	assert.Equal(t, resp.State.Job, f.starts[0].ID)
+	assert.Equal(t, []control.JobVariable{{Key: "CONTAINER_LEVEL", Value: "from-container-env-9f"}, {Key: "HOME", Value: "/github/home"}}, f.starts[0].Variables,
+		"the container's environment on job start's stdin, a name warmpod cannot export left out")
+	assert.Contains(t, errb.String(), `"bad-name" is not a POSIX name`)
+	for _, a := range f.execs {
+		assert.NotContains(t, strings.Join(a, " "), "from-container-env-9f", "no variable in argv")
+	}
+	// The pieces put together are the archive of what the pod needs.
+	var names []string
+	for n := range f.puts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	require.Greater(t, len(names), 4, "5 KiB in 1 KiB pieces")
+	var archive []byte
+	for _, n := range names {
+		archive = append(archive, f.puts[n]...)
+	}
+	files := tarNames(t, archive)
+	assert.Contains(t, files, "repo/repo/big.bin")
+	assert.Contains(t, files, "_actions/o/a/v1/index.js")
+	assert.Contains(t, files, "_temp/_github_workflow/event.json")
+	assert.NotContains(t, files, "_temp/other-step.sh", "steps bring their own scripts")
+	assert.Contains(t, out.String(), "::debug::warmpod: piece 0 of _work did not arrive whole", "a broken piece is sent again")
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		assert.True(t, strings.HasPrefix(l, "::debug::"), "only ::debug:: lines of the hook's own on stdout: %q", l)
+	}
+}
+
+func TestPrepareJobWithServicesNoPoolHasIsCold(t *testing.T) {
+	r := newRunner(t)
+	f := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true}}}
+	h, _, _ := r.hook(f)
+	ep := "httpd"
+	code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: "localhost/hooks/job:v1"},
+		Services: []Container{{Image: "localhost/hooks/svc:v1", EntryPoint: &ep, EntryPointArgs: []string{"-f"}, PortMappings: []string{"18080:18080"},
+			EnvironmentVariables: map[string]string{"A": "1"}}}}, nil, nil)
+	require.Equal(t, 0, code)
+	require.Len(t, f.colds, 1, "no pool has that service set: a cold pod")
+	cs := f.colds[0].Template.Spec.Containers
+	require.Len(t, cs, 2)
+	assert.Equal(t, "localhost/hooks/svc:v1", cs[1].Image)
+	assert.Equal(t, []string{"httpd"}, cs[1].Command)
+	assert.Equal(t, "Never", string(cs[1].ImagePullPolicy), "the pool's pull policy")
+	assert.Equal(t, int32(18080), cs[1].Ports[0].ContainerPort)
+	require.Len(t, resp.Context.Services, 1)
+	assert.Equal(t, map[string]string{"18080": "18080"}, resp.Context.Services[0].Ports)
+}
+
+func TestRunScriptStep(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code int
+	}{{"success", 0}, {"the step's own exit status", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRunner(t)
+			r.write("_temp/abc.sh", "echo hi\nexit 0")
+			r.write("_temp/_runner_file_commands/set_env_1", "")
+			r.write("_temp/_runner_file_commands/set_output_1", "")
+			f := &fakeCluster{stepCode: tc.code, podFiles: map[string]string{
+				"/__w/_temp/_runner_file_commands/set_env_1":    "GREETING=hi there\n",
+				"/__w/_temp/_runner_file_commands/set_output_1": "answer=42\n"}}
+			h, out, _ := r.hook(f)
+			state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
+			code, resp := r.call(h, CmdRunScriptStep, ScriptStepArgs{EntryPoint: "sh", EntryPointArgs: []string{"-e", "/__w/_temp/abc.sh"},
+				EnvironmentVariables: map[string]string{"GITHUB_ENV": "/__w/_temp/_runner_file_commands/set_env_1",
+					"GITHUB_OUTPUT": "/__w/_temp/_runner_file_commands/set_output_1", "TOKEN": "it's s3cr3t"},
+				PrependPath: []string{"/opt/b", "/opt/a"}, WorkingDirectory: "/__w/repo/repo"}, state, nil)
+			assert.Equal(t, tc.code, code)
+			assert.Nil(t, resp)
+			assert.Contains(t, out.String(), "step output\n")
+			require.Len(t, f.scripts, 1)
+			s := f.scripts[0]
+			assert.Contains(t, s, "printf '%s' 'echo hi\nexit 0' > '/__w/_temp/abc.sh'", "the step's script, byte for byte")
+			assert.Contains(t, s, "export TOKEN='it'\\''s s3cr3t'\n", "the step's environment on stdin")
+			assert.Contains(t, s, "export PATH='/opt/b:/opt/a':\"$PATH\"\n")
+			assert.Contains(t, s, "cd '/__w/repo/repo' || exit 1\n")
+			assert.True(t, strings.HasSuffix(s, "exec 'sh' '-e' '/__w/_temp/abc.sh'\n"), s)
+			for _, a := range f.execs {
+				assert.NotContains(t, strings.Join(a, " "), "s3cr3t", "no secret in argv")
+			}
+			b, _ := os.ReadFile(filepath.Join(r.work, "_temp/_runner_file_commands/set_env_1"))
+			assert.Equal(t, "GREETING=hi there\n", string(b), "the file commands come back, also after a failure")
+			b, _ = os.ReadFile(filepath.Join(r.work, "_temp/_runner_file_commands/set_output_1"))
+			assert.Equal(t, "answer=42\n", string(b))
+		})
+	}
+}
+
+func TestCleanupJobEndsTheJobAndSweepsTheRunnersPods(t *testing.T) {
+	r := newRunner(t)
+	f := &fakeCluster{}
+	h, _, _ := r.hook(f)
+	state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod"}, Runner: "runner-0", Server: "s"})
+	code, _ := r.call(h, CmdCleanupJob, struct{}{}, state, nil)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, []string{"/warmpod/warmpod", "job", "end", "--job", "gh-1"}, f.execs[0])
+	assert.Equal(t, []string{"w1", "leftover"}, f.deleted)
+	assert.Contains(t, f.listed, pool.Owner{Runner: "runner-0"})
+}
+
+func TestBadInputIsAClearError(t *testing.T) {
+	for _, tc := range []struct {
+		name, stdin, want string
+	}{
+		{"not JSON", "{nope\n", "stdin is not the runner's JSON"},
+		{"unknown command", `{"command":"frob","args":{}}` + "\n", `unknown command "frob"`},
+		{"a step without state", `{"command":"run_script_step","args":{"entryPoint":"sh"},"state":null}` + "\n", "did prepare_job succeed?"},
+		{"a state of someone else's", `{"command":"run_script_step","args":{"entryPoint":"sh"},"state":{"jobPod":"x"}}` + "\n", "state is not warmpod's"},
+		{"no job container", `{"command":"prepare_job","args":{"container":null,"services":[]}}` + "\n", "the job has no container"},
+		{"a Dockerfile action", `{"command":"run_container_step","args":{"image":"","dockerfile":"Dockerfile"}}` + "\n", "Dockerfile actions are not supported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRunner(t)
+			f := &fakeCluster{}
+			h, _, errb := r.hook(f)
+			code := h.Run(context.Background(), strings.NewReader(tc.stdin), nil)
+			assert.Equal(t, 1, code)
+			assert.Contains(t, errb.String(), tc.want)
+			assert.True(t, strings.HasPrefix(errb.String(), "::error::"), errb.String())
+			assert.Empty(t, f.execs, "nothing reached the cluster")
+		})
+	}
+}
+
+func TestHostPath(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		ok   bool
+	}{
+		{"/__w/_temp/a.sh", "/r/_work/_temp/a.sh", true},
+		{"/__w/../etc/passwd", "", false},
+		{"/__w/_temp/../../x", "", false},
+		{"/github/home/x", "", false},
+		{"", "", false},
+	} {
+		got, ok := hostPath("/r/_work", tc.in)
+		assert.Equal(t, tc.ok, ok, tc.in)
+		assert.Equal(t, tc.want, got, tc.in)
+	}
+}
+
+func TestLabelSafe(t *testing.T) {
+	assert.Equal(t, "runner-0", labelSafe("runner-0"))
+	assert.Equal(t, "a-b", labelSafe("a/b"))
+	assert.Equal(t, "runner", labelSafe("///"))
+	assert.Len(t, labelSafe(strings.Repeat("x", 100)), 63)
+}
+
+// tarNames lists the entries of a tar archive.
+func tarNames(t *testing.T, b []byte) []string {
+	tr := tar.NewReader(bytes.NewReader(b))
+	var out []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		require.NoError(t, err)
+		out = append(out, h.Name)
+	}
+}

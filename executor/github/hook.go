@@ -1,0 +1,259 @@
+package github
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/pool"
+)
+
+// Config is the hook's configuration (flags of warmpod-github, each also
+// WARMPOD_GITHUB_<NAME>).
+type Config struct {
+	// Pools is the pool manifest: a job container's image picks its pool.
+	Pools *pool.Set
+	// WarmWait, ReadyTimeout, LeaseTTL and MaxStreamRetries are the
+	// executor core's (executor.Core).
+	WarmWait, ReadyTimeout, LeaseTTL time.Duration
+	MaxStreamRetries                 int
+	// CancelGrace is the stage's grace period on cancel: the runner sends
+	// SIGKILL 10 s after its SIGINT, so the stage's traps get this long
+	// and the hook still streams the end and exits before that.
+	CancelGrace time.Duration
+	// ChunkSize is the size of each verified piece of the _work transfer
+	// (a broken stream resends one piece, not the whole).
+	ChunkSize int64
+	// Timeout is the job's lease in the pod (the Actions service enforces
+	// the job's timeout-minutes itself; default 6 h, its maximum).
+	Timeout time.Duration
+}
+
+// State is what prepare_job answers as the hook's state, and what every
+// later command gets back: which pod runs the job.
+type State struct {
+	// Job is the job's id in the pod (warmpod's lease, the pod's label).
+	Job string `json:"job"`
+	// Pod is the pod that runs the job.
+	Pod pool.Pod `json:"pod"`
+	// Runner and Server label the pod (pool.Owner).
+	Runner string `json:"runner"`
+	Server string `json:"server"`
+	// Seq numbers the steps: each gets the in-pod stage name "step-NNN".
+	// A step is one hook call, so it is never retried with the same name.
+	Seq int `json:"seq"`
+}
+
+// Hook runs one command of the container hook.
+type Hook struct {
+	Cfg     Config
+	Cluster executor.Cluster
+	// Env is the hook process's environment (the runner's, plus GITHUB_*
+	// and RUNNER_*).
+	Env map[string]string
+	// Stdout and Stderr go to the runner's output manager: the step's log.
+	Stdout, Stderr io.Writer
+	// Now is the clock.
+	Now func() time.Time
+}
+
+// debugWriter turns each line written to it into a ::debug:: workflow
+// command: the hook's own notes show in the log only with step debug on.
+type debugWriter struct{ w io.Writer }
+
+func (d debugWriter) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if l != "" {
+			if _, err := fmt.Fprintf(d.w, "::debug::%s\n", l); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(p), nil
+}
+
+func (h *Hook) core() *executor.Core {
+	return &executor.Core{Cluster: h.Cluster, Log: debugWriter{h.Stdout}, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
+		LeaseTTL: h.Cfg.LeaseTTL, MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace, Now: h.Now,
+		RBAC: "deploy/github-rbac.yaml"}
+}
+
+// ErrInput is a hook input that cannot be acted on (not JSON, an unknown
+// command, missing args or state): the runner's or a human's mistake, not
+// the cluster's.
+var ErrInput = errors.New("hook input")
+
+// StepError is a step whose script exited non-zero: the hook exits with
+// Code, as the runner reports the hook's status as the step's.
+type StepError struct{ Code int }
+
+func (e *StepError) Error() string { return fmt.Sprintf("the step exited with %d", e.Code) }
+
+// Run reads one command from stdin and carries it out. cancel is closed
+// when the runner cancels (SIGINT or SIGTERM). It returns the hook's exit
+// status: 0, the step's own status for run_script_step, 1 for anything
+// else that failed (the error printed as an ::error:: line on stderr).
+func (h *Hook) Run(ctx context.Context, stdin io.Reader, cancel <-chan struct{}) int {
+	err := h.run(ctx, stdin, cancel)
+	var se *StepError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &se):
+		return se.Code
+	}
+	fmt.Fprintf(h.Stderr, "::error::warmpod: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+	return 1
+}
+
+func (h *Hook) run(ctx context.Context, stdin io.Reader, cancel <-chan struct{}) error {
+	// The runner writes one line; hooklib keeps the last non-empty line,
+	// so does this (a stray empty line after it is not an error).
+	b, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%w: stdin: %v", ErrInput, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	var in Input
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &in); err != nil {
+		return fmt.Errorf("%w: stdin is not the runner's JSON: %v", ErrInput, err)
+	}
+	var resp *Response
+	switch in.Command {
+	case CmdPrepareJob:
+		var args PrepareJobArgs
+		if err := unmarshalArgs(in.Args, &args); err != nil {
+			return err
+		}
+		resp, err = h.prepareJob(ctx, args, cancel)
+	case CmdRunScriptStep:
+		st, serr := stateOf(in.State)
+		if serr != nil {
+			return serr
+		}
+		var args ScriptStepArgs
+		if err := unmarshalArgs(in.Args, &args); err != nil {
+			return err
+		}
+		resp, err = h.runScriptStep(ctx, st, args, cancel)
+	case CmdRunContainerStep:
+		var args Container
+		if err := unmarshalArgs(in.Args, &args); err != nil {
+			return err
+		}
+		st, _ := stateOf(in.State) // a job without a job container has none
+		err = h.runContainerStep(ctx, st, args, cancel)
+	case CmdCleanupJob:
+		st, _ := stateOf(in.State) // cleans up what it can without one
+		err = h.cleanupJob(ctx, st)
+	default:
+		return fmt.Errorf("%w: unknown command %q", ErrInput, in.Command)
+	}
+	if resp != nil && in.ResponseFile != "" {
+		if werr := writeResponse(in.ResponseFile, resp); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+func unmarshalArgs(raw json.RawMessage, v any) error {
+	if len(raw) == 0 || string(raw) == "null" {
+		return fmt.Errorf("%w: no args", ErrInput)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%w: args: %v", ErrInput, err)
+	}
+	return nil
+}
+
+// stateOf decodes the state prepare_job answered. Errors: ErrInput when
+// there is none (prepare_job did not run or failed).
+func stateOf(raw json.RawMessage) (*State, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, fmt.Errorf("%w: no state: did prepare_job succeed?", ErrInput)
+	}
+	var st State
+	if err := json.Unmarshal(raw, &st); err != nil || st.Job == "" || st.Pod.Name == "" {
+		return nil, fmt.Errorf("%w: state is not warmpod's: %s", ErrInput, raw)
+	}
+	return &st, nil
+}
+
+// writeResponse writes the response file the runner created (it reads it
+// after the hook's exit 0).
+func writeResponse(path string, r *Response) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+// runner is the name of the runner this hook serves: ARC's runner pod
+// (ACTIONS_RUNNER_POD_NAME), else the host name. It labels every pod the
+// hook holds, so cleanup_job finds them all.
+func (h *Hook) runner() string {
+	r := h.Env["ACTIONS_RUNNER_POD_NAME"]
+	if r == "" {
+		r, _ = os.Hostname()
+	}
+	return labelSafe(r)
+}
+
+// server is a hash of the Actions server's URL (GITHUB_SERVER_URL).
+func (h *Hook) server() string {
+	s := sha256.Sum256([]byte(h.Env["GITHUB_SERVER_URL"]))
+	return hex.EncodeToString(s[:8])
+}
+
+// newJobID is a fresh id for the job in the pod: the runner's job ids are
+// not in the hook's environment, and the id only has to be unique among
+// the pods of one runner.
+func newJobID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "gh-" + hex.EncodeToString(b)
+}
+
+// labelSafe makes s a Kubernetes label value: at most 63 bytes of
+// [A-Za-z0-9._-], alphanumeric at both ends (a pod name always is).
+func labelSafe(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.' || c == '_' || c == '-') {
+			b[i] = '-'
+		}
+	}
+	s = strings.Trim(string(b), "-._")
+	if len(s) > 63 {
+		s = strings.Trim(s[:63], "-._")
+	}
+	if s == "" {
+		s = "runner"
+	}
+	return s
+}
+
+// workDir is the runner's _work directory on this host: RUNNER_TEMP is
+// _work/_temp (HostContext.GetDirectory), GITHUB_WORKSPACE
+// _work/<repo>/<repo>.
+func (h *Hook) workDir() (string, error) {
+	if t := h.Env["RUNNER_TEMP"]; t != "" {
+		return filepath.Dir(t), nil
+	}
+	if w := h.Env["GITHUB_WORKSPACE"]; w != "" {
+		return filepath.Dir(filepath.Dir(w)), nil
+	}
+	return "", fmt.Errorf("%w: neither RUNNER_TEMP nor GITHUB_WORKSPACE is set: is this called by the Actions runner?", ErrInput)
+}

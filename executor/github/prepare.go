@@ -1,0 +1,251 @@
+package github
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/pool"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// posixName is the rule warmpod's job start applies to variable names.
+var posixName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// prepareJob gets a pod for the job container and hands the job to it:
+// a warm pod of the pool whose image and services are the job's, else a
+// cold pod from that image's pool template (or the default pool's, with
+// the job's image) with the job's services as sidecars. The container's
+// environment goes to the pod on job start's stdin. Then the runner's
+// _work goes into the pod once, verified (sendWork). The answer carries
+// isAlpine, the job and service containers of the job context, and the
+// state every later command gets.
+func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-chan struct{}) (*Response, error) {
+	if args.Container == nil {
+		return nil, fmt.Errorf("%w: the job has no container: warmpod-github runs jobs in a job container (set `container:`; ARC's ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER=true refuses the others)", ErrInput)
+	}
+	c := args.Container
+	if c.Image == "" || (c.Dockerfile != nil && *c.Dockerfile != "") {
+		return nil, fmt.Errorf("%w: the job container needs an image (a Dockerfile cannot be built in Kubernetes mode)", ErrInput)
+	}
+	if h.Cfg.Pools == nil {
+		return nil, executor.Errorf("no pool manifest (--pools)")
+	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-cancel:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
+	p, warm, err := pickPool(h.Cfg.Pools, c.Image, args.Services)
+	if err != nil {
+		return nil, err
+	}
+	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
+	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
+	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(c.EnvironmentVariables), Owner: owner}
+	core := h.core()
+	pod, err := core.Acquire(ctx, p, warm, job)
+	if err != nil {
+		return nil, err
+	}
+	st.Pod = pod
+	kind := "cold"
+	if pod.Warm {
+		kind = "warm"
+	}
+	fmt.Fprintf(core.Log, "warmpod: job %s runs on %s pod %s (pool %s)\n", st.Job, kind, pod.Name, pod.Pool)
+	probed, err := h.sendWork(ctx, core, st)
+	if err != nil {
+		core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
+		return nil, err
+	}
+	alpine := probed
+	if v, ok := p.Template.Annotations[pool.AnnotationAlpine]; ok {
+		alpine = v == "true"
+	}
+	resp := &Response{State: st, IsAlpine: &alpine}
+	resp.Context = &struct {
+		Container *ResponseContainer  `json:"container,omitempty"`
+		Services  []ResponseContainer `json:"services,omitempty"`
+	}{Container: &ResponseContainer{ID: pod.Name, Ports: ports(c.PortMappings)}}
+	for _, s := range args.Services {
+		// Matched by index to the job's services; they share the pod's
+		// network (localhost), so the pod names them all.
+		resp.Context.Services = append(resp.Context.Services, ResponseContainer{ID: pod.Name, Ports: ports(s.PortMappings)})
+	}
+	return resp, nil
+}
+
+// variables turns a container's environment into job variables, sorted by
+// name; a name warmpod cannot export (not a POSIX name) is left out with a
+// warning, since job start would refuse the whole job for it.
+func (h *Hook) variables(env map[string]string) []control.JobVariable {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]control.JobVariable, 0, len(keys))
+	for _, k := range keys {
+		if !posixName.MatchString(k) {
+			fmt.Fprintf(h.Stderr, "::warning::warmpod: the container's environment variable %q is not a POSIX name: left out\n", k)
+			continue
+		}
+		out = append(out, control.JobVariable{Key: k, Value: env[k]})
+	}
+	return out
+}
+
+// pickPool chooses the pool for a job container of image with services:
+// a pool whose warmpod container runs image and whose other containers
+// are exactly the services' images, in order, is claimed warm. Otherwise
+// the job gets a cold pod of the pool of its image (or the default pool,
+// the image swapped in) whose sidecars are the job's services.
+func pickPool(set *pool.Set, image string, services []Container) (pool.Pool, bool, error) {
+	var want []string
+	for _, s := range services {
+		if s.Image == "" {
+			return pool.Pool{}, false, fmt.Errorf("%w: a service without an image", ErrInput)
+		}
+		want = append(want, s.Image)
+	}
+	for _, p := range set.Pools {
+		if p.Image == image && slices.Equal(p.Sidecars(), want) {
+			return p, true, nil
+		}
+	}
+	p, _ := set.ForImage(image)
+	var sidecars []corev1.Container
+	for i, s := range services {
+		sidecars = append(sidecars, sidecar(i, s))
+	}
+	return p.WithSidecars(sidecars), false, nil
+}
+
+// sidecar is the container of service i: its image, environment, ports,
+// and entry point and arguments when the service sets them.
+func sidecar(i int, s Container) corev1.Container {
+	c := corev1.Container{Name: "svc-" + strconv.Itoa(i), Image: s.Image}
+	if s.EntryPoint != nil && *s.EntryPoint != "" {
+		c.Command = []string{*s.EntryPoint}
+	}
+	if len(s.EntryPointArgs) > 0 {
+		c.Args = s.EntryPointArgs
+	}
+	keys := make([]string, 0, len(s.EnvironmentVariables))
+	for k := range s.EnvironmentVariables {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: s.EnvironmentVariables[k]})
+	}
+	for _, pm := range s.PortMappings {
+		if n, err := strconv.Atoi(containerPort(pm)); err == nil && n > 0 && n < 65536 {
+			c.Ports = append(c.Ports, corev1.ContainerPort{ContainerPort: int32(n)})
+		}
+	}
+	return c
+}
+
+// containerPort is the container side of a port mapping ("8080",
+// "80:8080", "127.0.0.1:80:8080/tcp" → "8080").
+func containerPort(pm string) string {
+	pm, _, _ = strings.Cut(pm, "/")
+	if i := strings.LastIndexByte(pm, ':'); i >= 0 {
+		return pm[i+1:]
+	}
+	return pm
+}
+
+// ports is a job context's ports map: container port → the port it is
+// reached on. Pods share the node's or their own network namespace, so a
+// container port is reached as itself.
+func ports(mappings []string) map[string]string {
+	if len(mappings) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for _, pm := range mappings {
+		p := containerPort(pm)
+		out[p] = p
+	}
+	return out
+}
+
+// cleanupJob ends the job in its pod (`warmpod job end`) and deletes the
+// pod, then every other pod labelled for this runner (an earlier job's it
+// lost track of, a prepare_job cancelled before it answered).
+func (h *Hook) cleanupJob(ctx context.Context, st *State) error {
+	core := h.core()
+	if st != nil {
+		core.End(ctx, &st.Pod, st.Job, pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner})
+	}
+	core.End(ctx, nil, "", pool.Owner{Runner: h.runner()})
+	return nil
+}
+
+// runContainerStep runs a container action's image: a cold pod of it (or
+// a warm one of a pool of that image), the runner's _work brought in, the
+// entry point with its arguments run as one stage, the pod deleted after.
+// A Dockerfile action is refused: nothing can build an image here.
+func (h *Hook) runContainerStep(ctx context.Context, _ *State, c Container, cancel <-chan struct{}) error {
+	if c.Dockerfile != nil && *c.Dockerfile != "" {
+		return fmt.Errorf("%w: Dockerfile actions are not supported in Kubernetes mode (nothing builds images here): publish the image and use `uses: docker://IMAGE`", ErrInput)
+	}
+	if c.Image == "" {
+		return fmt.Errorf("%w: run_container_step without an image", ErrInput)
+	}
+	if h.Cfg.Pools == nil {
+		return executor.Errorf("no pool manifest (--pools)")
+	}
+	p, warm, err := pickPool(h.Cfg.Pools, c.Image, nil)
+	if err != nil {
+		return err
+	}
+	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
+	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
+	core := h.core()
+	pod, err := core.Acquire(ctx, p, warm, executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(c.EnvironmentVariables), Owner: owner})
+	if err != nil {
+		return err
+	}
+	st.Pod = pod
+	defer core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
+	if _, err := h.sendWork(ctx, core, st); err != nil {
+		return err
+	}
+	var argv []string
+	if c.EntryPoint != nil && *c.EntryPoint != "" {
+		argv = append(argv, *c.EntryPoint)
+	}
+	argv = append(argv, c.EntryPointArgs...)
+	if len(argv) == 0 {
+		return fmt.Errorf("%w: the action's container has no entry point (the image's own ENTRYPOINT cannot be read from here): set runs.entrypoint", ErrInput)
+	}
+	wd := ""
+	if c.WorkingDirectory != nil {
+		wd = *c.WorkingDirectory
+	}
+	var script bytes.Buffer
+	writeStepScript(&script, nil, nil, nil, wd, argv)
+	final, err := core.RunStage(ctx, pod, st.Job, stageName(), script.Bytes(), h.Stdout, debugWriter{h.Stdout}, cancel)
+	if err != nil {
+		return err
+	}
+	if code := *final.ExitCode; code != 0 {
+		return &StepError{Code: code}
+	}
+	return nil
+}
