@@ -11,14 +11,18 @@ package kubee2e
 // the documented RBAC is proven enough.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -83,9 +87,10 @@ type ghPool struct {
 	dir        string
 	kubeconfig string
 	replicas   int
+	proxy      *cutProxy // when the hook reaches the API server through one
 }
 
-func newGHPool(t *testing.T, replicas int) *ghPool {
+func newGHPool(t *testing.T, replicas int, proxy bool) *ghPool {
 	t.Helper()
 	ns := newNamespace(t, "gh", true)
 	g := &ghPool{ns: ns, dir: t.TempDir(), replicas: replicas}
@@ -96,7 +101,13 @@ func newGHPool(t *testing.T, replicas int) *ghPool {
 	out, err := exec.Command(kubectl, "scale", "-n", ns, "deployment/hooks-job", "--replicas", strconv.Itoa(replicas)).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	waitIdle(t, ns, replicas, 3*time.Minute)
-	b, _ := json.Marshal(saKubeconfig(t, ns, "warmpod-github"))
+	kc := saKubeconfig(t, ns, "warmpod-github")
+	if proxy {
+		cl := kc["clusters"].([]any)[0].(map[string]any)["cluster"].(map[string]any)
+		g.proxy = newCutProxy(t, strings.TrimPrefix(cl["server"].(string), "https://"))
+		cl["server"] = "https://" + g.proxy.addr
+	}
+	b, _ := json.Marshal(kc)
 	g.kubeconfig = filepath.Join(g.dir, "kubeconfig")
 	require.NoError(t, os.WriteFile(g.kubeconfig, b, 0o600))
 	return g
@@ -104,7 +115,10 @@ func newGHPool(t *testing.T, replicas int) *ghPool {
 
 // hookResult is the part of hookrun's result document the tests read.
 type hookResult struct {
-	Result       string  `json:"result"`
+	Result    string `json:"result"`
+	Container struct {
+		ID string `json:"id"`
+	} `json:"job_container_context"`
 	Expect       string  `json:"expect"`
 	TotalMS      float64 `json:"total_ms"`
 	PrepareJobMS float64 `json:"prepare_job_ms"`
@@ -150,19 +164,32 @@ func (r *hookResult) step(t testing.TB, id string) (res string, code *int, lines
 // run runs example (a file of the fixture's examples/, or a path) through
 // hookrun with warmpod's hook as runner runner, and returns hookrun's
 // result and its log.
-func (g *ghPool) run(t *testing.T, example, runner string) (*hookResult, string) {
+func (g *ghPool) run(t *testing.T, example, runner string, env ...string) (*hookResult, string) {
+	t.Helper()
+	cmd, out := g.hookrun(t, example, runner, env...)
+	log, _ := cmd.CombinedOutput() // exit 1 when the job fails: the result says how
+	return readResult(t, out, log)
+}
+
+// hookrun is the command that runs example through warmpod's hook for
+// runner, and the path of its result file.
+func (g *ghPool) hookrun(t *testing.T, example, runner string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
 	if !filepath.IsAbs(example) {
 		example = filepath.Join(hooksDir(t), "examples", example)
 	}
 	out := filepath.Join(t.TempDir(), "result.json")
 	cmd := exec.Command(filepath.Join(hooksDir(t), "hookrun"), "--hook", filepath.Join(hookShim(t), "warmpod-github.sh"), "--out", out, example)
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(append(os.Environ(),
 		"WARMPOD_GITHUB_POOLS="+filepath.Join(repoRoot, "deploy/kube-e2e/github-pool.yaml"),
 		"WARMPOD_GITHUB_KUBECONFIG="+g.kubeconfig,
 		"ACTIONS_RUNNER_POD_NAME="+runner,
-		"HOOKRUN_TMP="+t.TempDir())
-	log, _ := cmd.CombinedOutput() // exit 1 when the job fails: the result says how
+		"HOOKRUN_TMP="+filepath.Join(g.dir, "hookrun-"+runner)), env...)
+	return cmd, out
+}
+
+func readResult(t *testing.T, out string, log []byte) (*hookResult, string) {
+	t.Helper()
 	b, err := os.ReadFile(out)
 	require.NoError(t, err, "hookrun wrote no result:\n%s", log)
 	var r hookResult
@@ -187,7 +214,7 @@ func jobPods(t testing.TB, ns string) []string {
 // masked value never shows, and after cleanup_job the namespace holds
 // exactly the pool's idle pods.
 func TestGitHubHookExamples(t *testing.T) {
-	g := newGHPool(t, 2)
+	g := newGHPool(t, 2, false)
 	for _, ex := range []string{"pass", "fail", "js-action", "service", "cancel"} {
 		t.Run(ex, func(t *testing.T) {
 			r, log := g.run(t, ex+".json", "gh-runner-"+ex)
@@ -240,4 +267,157 @@ func TestGitHubHookExamples(t *testing.T) {
 		})
 	}
 	waitIdle(t, g.ns, g.replicas, 2*time.Minute)
+}
+
+// writeExample writes a job description for hookrun.
+func writeExample(t *testing.T, job map[string]any) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), job["name"].(string)+".json")
+	b, _ := json.Marshal(job)
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	return p
+}
+
+// The exec stream cut mid-step: the hook reattaches, every output line
+// arrives once and in order, and the step ran once.
+func TestGitHubHookStreamCutMidStep(t *testing.T) {
+	g := newGHPool(t, 1, true)
+	ex := writeExample(t, map[string]any{"name": "cut", "expect": "success",
+		"container": map[string]any{"image": "localhost/hooks/job:v1"},
+		"steps": []map[string]any{
+			{"id": "count", "run": "echo run >> /__w/runs\ni=1; while [ $i -le 40 ]; do echo line-$i; i=$((i+1)); sleep 0.1; done"},
+			{"id": "once", "run": "echo runs=$(wc -l < /__w/runs)"},
+		}})
+	cmd, out := g.hookrun(t, ex, "gh-runner-cut")
+	var log []byte
+	done := make(chan struct{})
+	go func() { log, _ = cmd.CombinedOutput(); close(done) }()
+	waitFor(t, 60*time.Second, "the job's pod claimed", func() (bool, string) {
+		left := jobPods(t, g.ns)
+		return len(left) > 0, ""
+	})
+	time.Sleep(2 * time.Second) // into the step's 4 s of output
+	g.proxy.cut()
+	<-done
+	r, _ := readResult(t, out, log)
+	require.Equal(t, "success", r.Result, "hookrun:\n%s", log)
+	_, _, lines := r.step(t, "count")
+	var got []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "line-") {
+			got = append(got, l)
+		}
+	}
+	var want []string
+	for i := 1; i <= 40; i++ {
+		want = append(want, "line-"+strconv.Itoa(i))
+	}
+	assert.Equal(t, want, got, "every line once, in order")
+	assert.Contains(t, strings.Join(lines, "\n"), "reattaching", "the stream was cut and reattached (::debug:: line)")
+	_, _, lines = r.step(t, "once")
+	assert.Contains(t, lines, "runs=1", "the step ran once")
+}
+
+// The hook SIGKILLed mid-step with the runner (the runner pod dying): the
+// pod's lease lapses, warmpod ends the job, and the pod deletes itself.
+func TestGitHubHookKilledMidStep(t *testing.T) {
+	g := newGHPool(t, 1, false)
+	ex := writeExample(t, map[string]any{"name": "killed", "expect": "success",
+		"container": map[string]any{"image": "localhost/hooks/job:v1"},
+		"steps":     []map[string]any{{"id": "long", "run": "echo started; sleep 600"}}})
+	cmd, _ := g.hookrun(t, ex, "gh-runner-killed", "WARMPOD_GITHUB_LEASE_TTL=5s")
+	// A process group of its own: the test kills the runner and its hook,
+	// nothing else.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	var claimed string
+	waitFor(t, 60*time.Second, "the step running in the pod", func() (bool, string) {
+		for _, p := range poolPods(t, g.ns) {
+			if p.Metadata.Labels["warmpod.dev/state"] == "claimed" {
+				claimed = p.Metadata.Name
+				out, _ := exec.Command(kubectl, "exec", "-n", g.ns, claimed, "--", "ps").CombinedOutput()
+				return strings.Contains(string(out), "sleep 600"), string(out)
+			}
+		}
+		return false, "no claimed pod"
+	})
+	killed := time.Now()
+	require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
+	<-done
+	waitFor(t, 90*time.Second, "the orphaned pod gone", func() (bool, string) {
+		code, _, _ := api.do("GET", podPath(g.ns, claimed), nil)
+		return code == 404, fmt.Sprint(code)
+	})
+	t.Logf("pod %s gone %v after the runner died (lease TTL 5 s, --grace 10 s)", claimed, time.Since(killed).Round(100*time.Millisecond))
+	waitIdle(t, g.ns, 1, 2*time.Minute)
+}
+
+// Ten jobs at once on a pool of three: each runs, no pod runs two jobs,
+// and after them the namespace holds exactly the pool's pods.
+func TestGitHubHookConcurrentJobs(t *testing.T) {
+	g := newGHPool(t, 3, false)
+	var wg sync.WaitGroup
+	results := make([]*hookResult, 10)
+	logs := make([]string, 10)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd, out := g.hookrun(t, "pass.json", fmt.Sprintf("gh-runner-c%d", i))
+			log, _ := cmd.CombinedOutput()
+			logs[i] = string(log)
+			if b, err := os.ReadFile(out); err == nil {
+				var r hookResult
+				if json.Unmarshal(b, &r) == nil {
+					results[i] = &r
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	pods := map[string]int{}
+	for i, r := range results {
+		require.NotNil(t, r, "job %d wrote no result:\n%s", i, logs[i])
+		assert.Equal(t, "success", r.Result, "job %d:\n%s", i, logs[i])
+		require.NotEmpty(t, r.Container.ID, "job %d: job.container.id", i)
+		pods[r.Container.ID]++
+	}
+	for pod, n := range pods {
+		assert.Equal(t, 1, n, "pod %s ran %d jobs", pod, n)
+	}
+	waitIdle(t, g.ns, 3, 2*time.Minute)
+}
+
+// A 200 MiB workspace arrives complete: its SHA-256 in the pod is the
+// runner's.
+func TestGitHubHookBigWorkspace(t *testing.T) {
+	g := newGHPool(t, 1, false)
+	ex := writeExample(t, map[string]any{"name": "big", "expect": "success",
+		"container": map[string]any{"image": "localhost/hooks/job:v1"},
+		"workspace": []map[string]any{{"path": "big.bin", "sizeMB": 200}},
+		"steps":     []map[string]any{{"id": "sum", "run": "sha256sum big.bin"}}})
+	cmd, out := g.hookrun(t, ex, "gh-runner-big")
+	cmd.Args = append(cmd.Args[:1], append([]string{"--keep"}, cmd.Args[1:]...)...)
+	log, _ := cmd.CombinedOutput()
+	r, _ := readResult(t, out, log)
+	require.Equal(t, "success", r.Result, "hookrun:\n%s", log)
+	t.Logf("200 MiB workspace: prepare_job %.0f ms", r.PrepareJobMS)
+	var kept string
+	_ = filepath.WalkDir(filepath.Join(g.dir, "hookrun-gh-runner-big"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "big.bin" {
+			kept = p
+		}
+		return nil
+	})
+	require.NotEmpty(t, kept, "hookrun --keep kept no big.bin")
+	f, err := os.Open(kept)
+	require.NoError(t, err)
+	defer f.Close()
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	require.NoError(t, err)
+	_, _, lines := r.step(t, "sum")
+	assert.Contains(t, strings.Join(lines, "\n"), hex.EncodeToString(h.Sum(nil))+"  big.bin")
 }
