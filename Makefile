@@ -23,7 +23,7 @@ build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1)
 	CGO_ENABLED=0 $(GO) build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/warmpod
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DRIVER) ./cmd/warmpod-gitlab
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(HOOK) ./cmd/warmpod-github
-	install -m 0755 cmd/warmpod-github/warmpod-github.sh $(HOOK).sh
+	install -m 0755 cmd/warmpod-github/shim.sh $(HOOK).sh
 	@ls -l $(BIN) $(DRIVER) $(HOOK) | awk '{print "built", $$NF, $$5, "bytes"}'
 
 deps: ## install what the tests need (Debian: runc, busybox-static, the anchor inits)
@@ -75,7 +75,7 @@ BUSYBOX    ?= /bin/busybox
 GLR_DIR    ?= $(SHARED)/gitlab-runner
 HOOKS_DIR  ?= $(SHARED)/actions-hooks
 
-.PHONY: image-tar e2e-kube gitlab-runner actions-hooks bench-kube
+.PHONY: image-tar e2e-kube gitlab-runner actions-hooks bench-kube bench-github
 
 gitlab-runner: ## build the real GitLab Runner + mock coordinator of ../shared/gitlab-runner (cached under /var/tmp/glr)
 	@test -x $(GLR_DIR)/build.sh || { echo "$(GLR_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
@@ -120,6 +120,16 @@ bench-kube: image-tar gitlab-runner ## GitLab Runner job overhead, warm pool vs 
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
 	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) GLR_DIR=$(GLR_DIR) WARMPOD_KUBE_BENCH=$(CURDIR)/bench/gitlab-kube.md \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m -run TestGitLabOverheadBench ./e2e/kube/
+
+bench-github: image-tar ## Actions hook: warmpod-github vs the upstream k8s-novolume hook, side by side through hookrun (real cluster) → bench/github-kube.md
+	@set -e; \
+	if [ -z "$$KUBECONFIG" ]; then \
+	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
+	fi; \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
+	$(MAKE) --no-print-directory actions-hooks; \
+	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) HOOKS_DIR=$(HOOKS_DIR) WARMPOD_GITHUB_BENCH=$(CURDIR)/bench/github-kube.md \
+	  $(GO) test -tags kube -count=1 -v -timeout 50m -run TestGitHubHookBench ./e2e/kube/
 
 # ---- stress and fuzzing (issue 10): figures in bench/stress.md ----
 .PHONY: stress fuzz

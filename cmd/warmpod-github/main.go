@@ -1,7 +1,7 @@
 // Command warmpod-github is a GitHub Actions runner container hook
 // (ACTIONS_RUNNER_CONTAINER_HOOKS) that runs job containers on warm pods.
-// The runner launches the shim beside it, warmpod-github.sh, which execs
-// this binary: it reads the command from stdin and carries it out. The
+// The runner launches the shim beside it, warmpod-github.sh (shim.sh,
+// written there by `warmpod-github install DIR`), which execs this binary: it reads the command from stdin and carries it out. The
 // logic is package executor/github, the Kubernetes side executor/pool.
 // See docs/github-actions.md.
 package main
@@ -25,6 +25,7 @@ import (
 var version = "dev"
 
 const usage = `usage: warmpod-github [flags]           (a container hook: the command on stdin, as the runner sends it)
+       warmpod-github install DIR     (copies itself to DIR/warmpod-github, the shim to DIR/warmpod-github.sh)
        warmpod-github version
 flags (each also as WARMPOD_GITHUB_<NAME>, which is how a runner pod sets them):`
 
@@ -56,6 +57,13 @@ func run(args []string) int {
 	switch {
 	case fs.NArg() == 1 && fs.Arg(0) == "version":
 		fmt.Println("warmpod-github", version)
+		return 0
+	case fs.NArg() == 2 && fs.Arg(0) == "install":
+		if err := install(fs.Arg(1)); err != nil {
+			fmt.Fprintln(os.Stderr, "warmpod-github: install:", err)
+			return 73
+		}
+		fmt.Println("installed", fs.Arg(1)+"/warmpod-github", fs.Arg(1)+"/warmpod-github.sh")
 		return 0
 	case fs.NArg() != 0:
 		fs.Usage()

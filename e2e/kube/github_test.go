@@ -59,8 +59,9 @@ func hookShim(t testing.TB) string {
 			hookErr = fmt.Errorf("cp: %v: %s", err, out)
 			return
 		}
-		if out, err := exec.Command("install", "-m", "0755", filepath.Join(repoRoot, "cmd/warmpod-github/warmpod-github.sh"), dir).CombinedOutput(); err != nil {
-			hookErr = fmt.Errorf("install: %v: %s", err, out)
+		// As the runner pod's init container does it.
+		if out, err := exec.Command(filepath.Join(dir, "warmpod-github"), "install", dir).CombinedOutput(); err != nil {
+			hookErr = fmt.Errorf("warmpod-github install: %v: %s", err, out)
 		}
 	})
 	require.NoError(t, hookErr)

@@ -100,12 +100,12 @@ func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, r *
 	return executor.Errorf("job put %s in pod %s failed %d times: %s", dest, st.Pod.Name, h.Cfg.MaxStreamRetries+1, last)
 }
 
-// writeWorkTar writes the tar archive of work to w (see sendWork for what
-// it holds) and returns its size: regular files, directories and symbolic
-// links, with their modes; anything else (a socket, a device) is skipped.
-func writeWorkTar(w io.Writer, work string) (int64, error) {
-	cw := &countWriter{w: w}
-	tw := tar.NewWriter(cw)
+// writeWorkTar writes the tar archive of work to f from its start (see
+// sendWork for what it holds) and returns its size: regular files,
+// directories and symbolic links, with their modes; anything else (a
+// socket, a device) is skipped.
+func writeWorkTar(f *os.File, work string) (int64, error) {
+	tw := tar.NewWriter(f)
 	err := filepath.WalkDir(work, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -163,7 +163,7 @@ func writeWorkTar(w io.Writer, work string) (int64, error) {
 	if err := tw.Close(); err != nil {
 		return 0, err
 	}
-	return cw.n, nil
+	return f.Seek(0, io.SeekCurrent)
 }
 
 // keptInTemp: of _work/_temp, only _github_home and _github_workflow go
@@ -185,15 +185,4 @@ func skipInTemp(rel string) bool {
 		return false
 	}
 	return !keptInTemp(rel)
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }

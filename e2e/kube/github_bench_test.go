@@ -1,0 +1,135 @@
+//go:build kube
+
+package kubee2e
+
+// warmpod's container hook against the upstream k8s-novolume hook
+// (`make bench-github`; skipped unless WARMPOD_GITHUB_BENCH names the
+// results file). The same jobs through both hooks on the same cluster,
+// interleaved run by run so load drifts hit both alike, through hookrun,
+// which reports each hook call's wall time and, for run: steps, the
+// script's own time in the pod (overhead = the call minus the script).
+// The upstream hook runs as ../shared/actions-hooks/run-upstream.sh runs
+// it: its bundled index.js with the runner's node, the Role of its README,
+// the pod template extension kube-e2e needs.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type hookFigures struct {
+	prepare, step, cleanup, total []time.Duration
+	runs, ok                      int
+}
+
+func (f *hookFigures) add(r *hookResult) {
+	f.runs++
+	if r.Result != r.Expect {
+		return
+	}
+	f.ok++
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	f.prepare = append(f.prepare, ms(r.PrepareJobMS))
+	f.cleanup = append(f.cleanup, ms(r.CleanupJobMS))
+	f.total = append(f.total, ms(r.TotalMS))
+	for _, s := range r.Steps {
+		if !strings.HasPrefix(s.ID, "__") && s.HookMS > 0 {
+			f.step = append(f.step, ms(s.OverheadMS))
+		}
+	}
+}
+
+func TestGitHubHookBench(t *testing.T) {
+	out := os.Getenv("WARMPOD_GITHUB_BENCH")
+	if out == "" {
+		t.Skip("WARMPOD_GITHUB_BENCH is not set (make bench-github sets it)")
+	}
+	const n, nBig = 10, 3
+	g := newGHPool(t, 3, false)
+	hooks := hooksDir(t)
+	build := os.Getenv("HOOKS_BUILD_DIR")
+	if build == "" {
+		build = "/var/tmp/actions-hooks-build"
+	}
+	upstream := filepath.Join(build, "k8s-novolume", "index.js")
+	require.FileExists(t, upstream, "make actions-hooks builds it")
+	kc, err := exec.Command(filepath.Join(hooks, "cluster-setup.sh"), "hooks-bench").Output()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = exec.Command(kubectl, "delete", "namespace", "hooks-bench", "--wait=false").Run() })
+	upstreamRun := func(example string) *hookResult {
+		res := filepath.Join(t.TempDir(), "result.json")
+		cmd := exec.Command(filepath.Join(hooks, "hookrun"), "--hook", upstream, "--out", res, filepath.Join(hooks, "examples", example))
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+strings.TrimSpace(string(kc)), "ACTIONS_RUNNER_POD_NAME=hooks-bench-0",
+			"ACTIONS_RUNNER_IMAGE=localhost/hooks/runner:v1", "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE="+filepath.Join(hooks, "hooks", "upstream-template.yaml"),
+			"ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER=true", "HOOKRUN_TMP="+t.TempDir())
+		log, _ := cmd.CombinedOutput()
+		r, _ := readResult(t, res, log)
+		return r
+	}
+	var up, wp, upBig, wpBig hookFigures
+	for i := range n {
+		waitIdle(t, g.ns, 3, 2*time.Minute) // the steady state: a full pool
+		r, log := g.run(t, "pass.json", "gh-bench")
+		require.Equal(t, "success", r.Result, "warmpod run %d:\n%s", i, log)
+		wp.add(r)
+		up.add(upstreamRun("pass.json"))
+	}
+	for range nBig {
+		waitIdle(t, g.ns, 3, 2*time.Minute)
+		r, _ := g.run(t, "bigfile.json", "gh-bench")
+		wpBig.add(r)
+		upBig.add(upstreamRun("bigfile.json"))
+	}
+	row := func(what string, w, u []time.Duration, target float64) string {
+		if len(w) == 0 {
+			return fmt.Sprintf("| %s | no successful run | %s | – | |\n", what, msStr(medianOf(u)))
+		}
+		mw, mu := median(w), medianOf(u)
+		if mu == 0 {
+			return fmt.Sprintf("| %s | %s | no successful run | – | |\n", what, msStr(mw))
+		}
+		ratio := float64(mw) / float64(mu)
+		verdict := ""
+		if target > 0 {
+			verdict = fmt.Sprintf("≤ %.1f× upstream: %s", target, map[bool]string{true: "met", false: "**not met**"}[ratio <= target])
+		}
+		return fmt.Sprintf("| %s | %s | %s | %.3f× | %s |\n", what, msStr(mw), msStr(mu), ratio, verdict)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s, %d runs of examples/pass.json (4 `run:` steps) and %d of examples/bigfile.json (200 MiB workspace) per hook, interleaved, medians; warmpod: a pool of 3 warm pods, the runner's steady state.\n\n",
+		time.Now().UTC().Format(time.RFC3339), n, nBig)
+	fmt.Fprintf(&b, "| | warmpod-github | upstream k8s-novolume hook | warmpod / upstream | target |\n|---|---:|---:|---:|---|\n")
+	b.WriteString(row("prepare_job", wp.prepare, up.prepare, 0.1))
+	b.WriteString(row("overhead per `run:` step (hook call − script)", wp.step, up.step, 0.1))
+	b.WriteString(row("cleanup_job", wp.cleanup, up.cleanup, 0))
+	b.WriteString(row("whole job", wp.total, up.total, 0.2))
+	b.WriteString(row("prepare_job, 200 MiB workspace", wpBig.prepare, upBig.prepare, 0))
+	fmt.Fprintf(&b, "\nSuccessful runs: warmpod %d/%d and %d/%d, upstream %d/%d and %d/%d.\n", wp.ok, wp.runs, wpBig.ok, wpBig.runs, up.ok, up.runs, upBig.ok, upBig.runs)
+	t.Log("\n" + b.String())
+	require.NoError(t, os.WriteFile(out, []byte(b.String()), 0o644))
+}
+
+// medianOf is median, 0 for no values.
+func medianOf(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return median(d)
+}
+
+func msStr(d time.Duration) string {
+	if d <= 0 {
+		return "–"
+	}
+	if d < 10*time.Millisecond {
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
