@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -114,22 +115,31 @@ func (f *fakeCluster) Exec(_ context.Context, p pool.Pod, argv []string, stdin i
 		return 0, nil
 	case len(argv) > 2 && argv[1] == "job" && argv[2] == "stage":
 		f.scripts = append(f.scripts, string(in))
-		fmt.Fprint(stdout, "step output\n")
+		// The step prints a line, split across writes, then its script
+		// prints the marker and the file commands (as writeStepScript's
+		// loop does).
+		out := "step output\n"
+		if m := regexp.MustCompile(`printf '%s\\n' '(::warmpod-file-commands-[0-9a-f]+::)'`).FindStringSubmatch(string(in)); m != nil {
+			out += m[1] + "\n"
+			for _, path := range regexp.MustCompile(`(?m)^for f in (.*?); do `).FindStringSubmatch(string(in))[1:] {
+				for _, q := range strings.Fields(path) {
+					q = strings.Trim(q, "'")
+					if c, ok := f.podFiles[q]; ok {
+						out += fmt.Sprintf("%d\n%s", len(c), c)
+					} else {
+						out += "-1\n"
+					}
+				}
+			}
+		}
+		for i := 0; i < len(out); i += 7 {
+			fmt.Fprint(stdout, out[i:min(i+7, len(out))])
+		}
 		code := f.stepCode
-		end := int64(len("step output\n"))
+		end := int64(len(out))
 		b, _ := json.Marshal(control.StageStatus{Stage: argv[6], ExitCode: &code, LogEnd: &end})
 		fmt.Fprintf(stderr, "%s\n", b)
 		return code, nil
-	case len(argv) > 2 && argv[0] == "sh" && strings.Contains(argv[2], "wc -c"):
-		for _, path := range argv[4:] {
-			c, ok := f.podFiles[path]
-			if !ok {
-				fmt.Fprintln(stdout, -1)
-				continue
-			}
-			fmt.Fprintf(stdout, "%d\n%s", len(c), c)
-		}
-		return 0, nil
 	case len(argv) > 2 && argv[1] == "job" && argv[2] == "end":
 		return 0, nil
 	}
@@ -291,14 +301,15 @@ func TestRunScriptStep(t *testing.T) {
 				PrependPath: []string{"/opt/b", "/opt/a"}, WorkingDirectory: "/__w/repo/repo"}, state, nil)
 			assert.Equal(t, tc.code, code)
 			assert.Nil(t, resp)
-			assert.Contains(t, out.String(), "step output\n")
+			assert.Equal(t, "step output\n", out.String(), "the step's output, the file commands taken out of it")
 			require.Len(t, f.scripts, 1)
 			s := f.scripts[0]
 			assert.Contains(t, s, "printf '%s' 'echo hi\nexit 0' > '/__w/_temp/abc.sh'", "the step's script, byte for byte")
 			assert.Contains(t, s, "export TOKEN='it'\\''s s3cr3t'\n", "the step's environment on stdin")
 			assert.Contains(t, s, "export PATH='/opt/b:/opt/a':\"$PATH\"\n")
 			assert.Contains(t, s, "cd '/__w/repo/repo' || exit 1\n")
-			assert.True(t, strings.HasSuffix(s, "exec 'sh' '-e' '/__w/_temp/abc.sh'\n"), s)
+			assert.Contains(t, s, "trap : TERM INT HUP\n'sh' '-e' '/__w/_temp/abc.sh'\nrc=$?\n")
+			assert.Len(t, f.execs, 1, "one exec per step: the file commands come back in the stage's stream")
 			for _, a := range f.execs {
 				assert.NotContains(t, strings.Join(a, " "), "s3cr3t", "no secret in argv")
 			}
@@ -382,5 +393,36 @@ func tarNames(t *testing.T, b []byte) []string {
 		}
 		require.NoError(t, err)
 		out = append(out, h.Name)
+	}
+}
+
+// The tap passes output through as it comes and takes out what follows
+// the marker, however the writes split it.
+func TestFileTap(t *testing.T) {
+	const m = "::warmpod-file-commands-00::"
+	for _, tc := range []struct {
+		name, in, out, rest string
+		found               bool
+	}{
+		{"marker after output", "a\nb\n" + m + "\n3\nxyz", "a\nb\n", "\n3\nxyz", true},
+		{"output without a final newline", "partial" + m + "\n-1\n", "partial", "\n-1\n", true},
+		{"a lookalike tail is held, then passed on", "x ::warmpod-file-commands-0", "x ::warmpod-file-commands-0", "", false},
+		{"colons in output", "a::b::\n", "a::b::\n", "", false},
+	} {
+		for _, split := range []int{1, 3, 7, 1000} {
+			t.Run(fmt.Sprintf("%s/%d", tc.name, split), func(t *testing.T) {
+				var out bytes.Buffer
+				tap := &fileTap{w: &out, marker: []byte(m)}
+				for i := 0; i < len(tc.in); i += split {
+					n, err := tap.Write([]byte(tc.in[i:min(i+split, len(tc.in))]))
+					require.NoError(t, err)
+					require.Equal(t, min(split, len(tc.in)-i), n)
+				}
+				tap.flush()
+				assert.Equal(t, tc.out, out.String())
+				assert.Equal(t, tc.found, tap.found)
+				assert.Equal(t, tc.rest, tap.rest.String())
+			})
+		}
 	}
 }

@@ -239,7 +239,7 @@ func (h *Hook) runContainerStep(ctx context.Context, _ *State, c Container, canc
 		wd = *c.WorkingDirectory
 	}
 	var script bytes.Buffer
-	writeStepScript(&script, nil, nil, nil, wd, argv)
+	writeStepScript(&script, nil, nil, nil, wd, argv, nil, "")
 	final, err := core.RunStage(ctx, pod, st.Job, stageName(), script.Bytes(), h.Stdout, debugWriter{h.Stdout}, cancel)
 	if err != nil {
 		return err

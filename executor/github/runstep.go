@@ -65,15 +65,22 @@ func (h *Hook) runScriptStep(ctx context.Context, st *State, args ScriptStepArgs
 		files[cp] = b
 		back = append(back, cp)
 	}
+	// The file commands come back in the stage's own stream, after a
+	// marker line only this step's script knows: no second exec per step.
+	tap := &fileTap{w: h.Stdout, marker: []byte(fileMarker())}
 	var script bytes.Buffer
-	writeStepScript(&script, files, args.EnvironmentVariables, args.PrependPath, args.WorkingDirectory, append([]string{args.EntryPoint}, args.EntryPointArgs...))
-	core := h.core()
-	final, runErr := core.RunStage(ctx, st.Pod, st.Job, stageName(), script.Bytes(), h.Stdout, debugWriter{h.Stdout}, cancel)
+	writeStepScript(&script, files, args.EnvironmentVariables, args.PrependPath, args.WorkingDirectory, append([]string{args.EntryPoint}, args.EntryPointArgs...), back, string(tap.marker))
+	final, runErr := h.core().RunStage(ctx, st.Pod, st.Job, stageName(), script.Bytes(), tap, debugWriter{h.Stdout}, cancel)
 	clear(script.Bytes()) // it holds the step's secrets
+	tap.flush()
 	// The file commands come back whatever the step did: the runner
 	// processes them after a failed step too.
-	if err := h.fetchFiles(context.WithoutCancel(ctx), core, st, work, back); err != nil && runErr == nil {
-		runErr = err
+	if runErr == nil && len(back) > 0 {
+		if !tap.found {
+			runErr = executor.Errorf("the step's file commands did not come back from pod %s (was the step's shell killed?)", st.Pod.Name)
+		} else if err := readFiles(work, back, tap.rest.Bytes()); err != nil {
+			runErr = executor.Errorf("file commands from pod %s: %v", st.Pod.Name, err)
+		}
 	}
 	if runErr != nil {
 		return nil, runErr
@@ -82,6 +89,13 @@ func (h *Hook) runScriptStep(ctx context.Context, st *State, args ScriptStepArgs
 		return nil, &StepError{Code: code}
 	}
 	return nil, nil
+}
+
+// fileMarker is a fresh marker line for a step's file commands.
+func fileMarker() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return "::warmpod-file-commands-" + hex.EncodeToString(b) + "::"
 }
 
 // stageName is a fresh in-pod stage name: one hook call is one step, and
@@ -110,9 +124,15 @@ func hostPath(work, containerPath string) (string, bool) {
 // container paths (exact bytes, through printf: no here-document adds a
 // newline), the step's environment exported (names warmpod cannot export
 // are left out: the runner's own are all POSIX names), PATH prepended,
-// the working directory, and the entry point exec'd, so the stage's exit
-// status is the step's and a cancel's SIGTERM reaches the step itself.
-func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]string, prepend []string, workDir string, argv []string) {
+// the working directory, and the entry point. With nothing to bring back
+// the entry point is exec'd, so the stage's exit status is the step's.
+// Otherwise the script runs it, then prints marker and, for each path of
+// back, its size in bytes on a line of its own and its bytes (-1: the
+// step removed it), and exits with the step's status; it traps TERM, INT
+// and HUP with a no-op so that a cancel, which signals the whole stage,
+// still lets it print them (a trap, unlike an ignored signal, is not
+// inherited by the step).
+func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]string, prepend []string, workDir string, argv, back []string, marker string) {
 	w.WriteString("# warmpod-github: one Actions step\n")
 	paths := make([]string, 0, len(files))
 	for p := range files {
@@ -138,49 +158,103 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	if workDir != "" {
 		fmt.Fprintf(w, "cd %s || exit 1\n", tokens.Quote(workDir))
 	}
-	w.WriteString("exec")
+	cmd := ""
 	for _, a := range argv {
-		w.WriteString(" " + tokens.Quote(a))
+		cmd += " " + tokens.Quote(a)
 	}
-	w.WriteString("\n")
+	if len(back) == 0 {
+		w.WriteString("exec" + cmd + "\n")
+		return
+	}
+	w.WriteString("trap : TERM INT HUP\n")
+	w.WriteString(cmd[1:] + "\n")
+	w.WriteString("rc=$?\n")
+	fmt.Fprintf(w, "printf '%%s\\n' %s\n", tokens.Quote(marker))
+	w.WriteString("for f in")
+	for _, p := range back {
+		w.WriteString(" " + tokens.Quote(p))
+	}
+	w.WriteString("; do if [ -f \"$f\" ]; then wc -c < \"$f\"; cat \"$f\"; else echo -1; fi; done\n")
+	w.WriteString("exit $rc\n")
 }
 
-// fetchFiles brings the step's file command files back from the pod to
-// the runner's files, in one exec: for each path the pod prints its size
-// in bytes on a line of its own and then its bytes (-1: the step removed
-// it).
-func (h *Hook) fetchFiles(ctx context.Context, core *executor.Core, st *State, work string, paths []string) error {
-	if len(paths) == 0 {
+// fileTap passes a step's output on to w until marker, and keeps what
+// follows it (the file commands) in rest. It holds back only a tail that
+// could be the start of marker, so output flows as it comes.
+type fileTap struct {
+	w      io.Writer
+	marker []byte
+	held   []byte
+	found  bool
+	rest   bytes.Buffer
+}
+
+// Write always takes all of p (the stage's byte offsets count what
+// reached the tap).
+func (f *fileTap) Write(p []byte) (int, error) {
+	if f.found {
+		f.rest.Write(p)
+		return len(p), nil
+	}
+	data := append(append([]byte(nil), f.held...), p...)
+	f.held = nil
+	if i := bytes.Index(data, f.marker); i >= 0 {
+		f.found = true
+		f.rest.Write(data[i+len(f.marker):])
+		return len(p), f.out(data[:i])
+	}
+	k := 0
+	for n := min(len(data), len(f.marker)-1); n > 0; n-- {
+		if bytes.HasSuffix(data, f.marker[:n]) {
+			k = n
+			break
+		}
+	}
+	f.held = append(f.held, data[len(data)-k:]...)
+	return len(p), f.out(data[:len(data)-k])
+}
+
+func (f *fileTap) out(b []byte) error {
+	if len(b) == 0 {
 		return nil
 	}
-	const script = `for f in "$@"; do if [ -f "$f" ]; then wc -c < "$f"; cat "$f"; else echo -1; fi; done`
-	argv := append([]string{"sh", "-c", script, "sh"}, paths...)
-	var out, errb bytes.Buffer
-	code, err := h.Cluster.Exec(ctx, st.Pod, argv, nil, &out, &errb)
-	if err != nil || code != 0 {
-		return executor.Errorf("bring back the step's file commands from pod %s: exit %d %v %s", st.Pod.Name, code, err, strings.TrimSpace(errb.String()))
+	_, err := f.w.Write(b)
+	return err
+}
+
+// flush passes on a held tail when no marker came.
+func (f *fileTap) flush() {
+	if !f.found {
+		_ = f.out(f.held)
+		f.held = nil
 	}
-	r := bufio.NewReader(&out)
+}
+
+// readFiles writes the file commands that followed the marker (b: a
+// newline, then for each of paths its size on a line and its bytes, -1
+// for a file the step removed) to the runner's files.
+func readFiles(work string, paths []string, b []byte) error {
+	r := bufio.NewReader(bytes.NewReader(bytes.TrimPrefix(b, []byte("\n"))))
 	for _, p := range paths {
 		line, err := r.ReadString('\n')
 		if err != nil {
-			return executor.Errorf("file commands from pod %s: short answer", st.Pod.Name)
+			return fmt.Errorf("short answer")
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 		if err != nil {
-			return executor.Errorf("file commands from pod %s: bad size %q", st.Pod.Name, line)
+			return fmt.Errorf("bad size %q", line)
 		}
 		host, _ := hostPath(work, p)
 		if n < 0 {
 			_ = os.WriteFile(host, nil, 0o644)
 			continue
 		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(r, b); err != nil {
-			return executor.Errorf("file commands from pod %s: %s is short", st.Pod.Name, p)
+		c := make([]byte, n)
+		if _, err := io.ReadFull(r, c); err != nil {
+			return fmt.Errorf("%s is short", p)
 		}
-		if err := os.WriteFile(host, b, 0o644); err != nil {
-			return executor.Errorf("file command %s: %v", host, err)
+		if err := os.WriteFile(host, c, 0o644); err != nil {
+			return err
 		}
 	}
 	return nil
