@@ -14,7 +14,7 @@ DRIVER    := bin/warmpod-gitlab
 HOOK      := bin/warmpod-github
 PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 
-.PHONY: help build test unit e2e demo deps vet size image clean
+.PHONY: help build test unit e2e demo deps vet size image image-github clean
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -55,6 +55,13 @@ image: build ## FROM scratch image from the prebuilt binary with buildah (offlin
 	@diff <(sed -n '/^FROM scratch/,$$p' Dockerfile | grep -v '^COPY') <(grep -v '^#' Dockerfile.prebuilt | grep -v '^COPY') >/dev/null || { echo "Dockerfile.prebuilt differs from Dockerfile's final stage"; exit 1; }
 	buildah bud --quiet -f Dockerfile.prebuilt -t localhost/warmpod:$(VERSION) bin/
 	@ctr=$$(buildah from localhost/warmpod:$(VERSION)); mnt=$$(buildah mount $$ctr); 	  ls -l $$mnt; test "$$(ls $$mnt)" = warmpod && $$mnt/warmpod version; 	  buildah inspect --format '{{.OCIv1.Config.Entrypoint}}' localhost/warmpod:$(VERSION) | grep -qx '\[/warmpod\]'; rc=$$?; 	  buildah umount $$ctr >/dev/null; buildah rm $$ctr >/dev/null; exit $$rc
+
+image-github: build ## FROM scratch image of the Actions hook (Dockerfile.github) with buildah, then check that it installs the hook
+	@command -v buildah >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah >/dev/null; }
+	buildah bud --quiet -f Dockerfile.github -t localhost/warmpod-github:$(VERSION) bin/
+	@ctr=$$(buildah from localhost/warmpod-github:$(VERSION)); mnt=$$(buildah mount $$ctr); d=$$(mktemp -d); \
+	  $$mnt/warmpod-github install $$d && test -x $$d/warmpod-github.sh && $$d/warmpod-github version; rc=$$?; \
+	  rm -rf $$d; buildah umount $$ctr >/dev/null; buildah rm $$ctr >/dev/null; exit $$rc
 
 size: build ## print the binary size and check it is static
 	@ls -l $(BIN) | awk '{print $$5, "bytes"}'; file $(BIN) 2>/dev/null || true
