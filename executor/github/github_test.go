@@ -98,21 +98,10 @@ func (f *fakeCluster) Exec(_ context.Context, p pool.Pod, argv []string, stdin i
 		f.starts = append(f.starts, s)
 		return 0, nil
 	case len(argv) > 3 && argv[2] == "put":
-		if f.breakPut > 0 {
-			f.breakPut--
-			return -1, errors.New("stream reset")
-		}
-		sum := sha256.Sum256(in)
-		if hex.EncodeToString(sum[:]) != argv[slices.Index(argv, "--sha256")+1] {
-			return 65, nil
-		}
-		if f.puts == nil {
-			f.puts = map[string][]byte{}
-		}
-		f.puts[argv[3]] = in
-		return 0, nil
-	case len(argv) > 2 && argv[0] == "sh" && strings.Contains(argv[2], "tar -xf"):
-		return 0, nil
+		return f.put(argv[3], argv[slices.Index(argv, "--sha256")+1], in)
+	case len(argv) == 9 && argv[0] == "sh" && strings.Contains(argv[2], "job put") && strings.Contains(argv[2], "tar -xf"):
+		// The last piece, and the unpack in the same exec.
+		return f.put(argv[4], argv[7], in)
 	case len(argv) > 2 && argv[1] == "job" && argv[2] == "stage":
 		f.scripts = append(f.scripts, string(in))
 		// The step prints a line, split across writes, then its script
@@ -144,6 +133,22 @@ func (f *fakeCluster) Exec(_ context.Context, p pool.Pod, argv []string, stdin i
 		return 0, nil
 	}
 	return 127, nil
+}
+
+func (f *fakeCluster) put(path, sha string, in []byte) (int, error) {
+	if f.breakPut > 0 {
+		f.breakPut--
+		return -1, errors.New("stream reset")
+	}
+	sum := sha256.Sum256(in)
+	if hex.EncodeToString(sum[:]) != sha {
+		return 65, nil
+	}
+	if f.puts == nil {
+		f.puts = map[string][]byte{}
+	}
+	f.puts[path] = in
+	return 0, nil
 }
 
 const testPools = `apiVersion: apps/v1
@@ -245,6 +250,7 @@ func TestPrepareJobClaimsAWarmPodAndBringsWorkIn(t *testing.T) {
 	}
 	slices.Sort(names)
 	require.Greater(t, len(names), 4, "5 KiB in 1 KiB pieces")
+	assert.Len(t, f.execs, 1+len(names)+1, "job start, a put per piece (the last one unpacks them all), the piece sent again")
 	var archive []byte
 	for _, n := range names {
 		archive = append(archive, f.puts[n]...)

@@ -25,10 +25,9 @@ import (
 // pieces of Cfg.ChunkSize, each written by `warmpod job put` with its
 // size and SHA-256 (checked in the pod, the file renamed into place only
 // when both match): a broken stream or a corrupt piece resends that piece
-// alone. One more exec unpacks the pieces into /__w, links /github/home
-// and /github/workflow to their _temp copies (the paths the runner gives
-// the job), and tells whether the image is Alpine (/etc/alpine-release),
-// the answer prepare_job gives when the pool does not say.
+// alone. The last piece's exec then unpacks them (see unpack) and tells
+// whether the image is Alpine (/etc/alpine-release), the answer
+// prepare_job gives when the pool does not say.
 func (h *Hook) sendWork(ctx context.Context, core *executor.Core, st *State) (alpine bool, err error) {
 	work, err := h.workDir()
 	if err != nil {
@@ -48,56 +47,69 @@ func (h *Hook) sendWork(ctx context.Context, core *executor.Core, st *State) (al
 	if chunk <= 0 {
 		chunk = 64 << 20
 	}
-	n := 0
-	for off := int64(0); off < size; off += chunk {
-		if err := h.putPiece(ctx, core, st, io.NewSectionReader(f, off, min(chunk, size-off)), n); err != nil {
+	pieces := int((size + chunk - 1) / chunk)
+	var out string
+	for i := 0; i < pieces; i++ {
+		off := int64(i) * chunk
+		then := ""
+		if i == pieces-1 {
+			// The last piece's exec unpacks them all: one exec fewer.
+			then = unpack
+		}
+		if out, err = h.putPiece(ctx, core, st, io.NewSectionReader(f, off, min(chunk, size-off)), i, pieces, then); err != nil {
 			return false, err
 		}
-		n++
 	}
-	const unpack = `set -e
+	fmt.Fprintf(core.Log, "warmpod: _work (%d bytes in %d pieces) is in pod %s\n", size, pieces, st.Pod.Name)
+	return strings.Contains(out, "alpine"), nil
+}
+
+// unpack is the shell script that follows the last piece's put, with the
+// number of pieces as $1: it unpacks them into /__w (once: a resend after
+// a stream that broke past the unpack finds the done mark and only removes
+// the piece sent again), links /github/home and /github/workflow to their
+// _temp copies, and prints "alpine" on an Alpine image.
+const unpack = `set -e
 cd /__w
-if [ "$1" -gt 0 ]; then cat .warmpod-work.* | tar -xf -; rm -f .warmpod-work.*; fi
+if [ -e .warmpod-work.done ]; then rm -f .warmpod-work.[0-9]*
+else cat .warmpod-work.[0-9]* | tar -xf -; touch .warmpod-work.done; rm -f .warmpod-work.[0-9]*; fi
 mkdir -p /__w/_temp/_github_home /__w/_temp/_github_workflow
 { mkdir -p /github && ln -sfn /__w/_temp/_github_home /github/home && ln -sfn /__w/_temp/_github_workflow /github/workflow; } 2>/dev/null || echo "no /github: read-only root file system?" >&2
 if [ -e /etc/alpine-release ]; then echo alpine; fi`
-	var out, errb bytes.Buffer
-	code, err := h.Cluster.Exec(ctx, st.Pod, []string{"sh", "-c", unpack, "sh", strconv.Itoa(n)}, nil, &out, &errb)
-	if err != nil || code != 0 {
-		return false, executor.Errorf("unpack _work in pod %s: exit %d %v %s", st.Pod.Name, code, err, strings.TrimSpace(errb.String()))
-	}
-	fmt.Fprintf(core.Log, "warmpod: _work (%d bytes in %d pieces) is in pod %s\n", size, n, st.Pod.Name)
-	return strings.Contains(out.String(), "alpine"), nil
-}
 
-// putPiece writes piece i of the archive into the pod, verified; it tries
-// again, from the start of the piece, after a broken stream or a digest
-// mismatch (65), MaxStreamRetries times.
-func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, r *io.SectionReader, i int) error {
+// putPiece writes piece i of pieces into the pod, verified, and runs the
+// shell script then after it in the same exec when then is set (its
+// stdout is returned); it tries again, from the start of the piece, after
+// a broken stream or a digest mismatch (65), MaxStreamRetries times.
+func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, r *io.SectionReader, i, pieces int, then string) (string, error) {
 	hash := sha256.New()
 	if _, err := io.Copy(hash, io.NewSectionReader(r, 0, r.Size())); err != nil {
-		return executor.Errorf("the _work archive: %v", err)
+		return "", executor.Errorf("the _work archive: %v", err)
 	}
 	sum := hex.EncodeToString(hash.Sum(nil))
 	dest := fmt.Sprintf("%s/.warmpod-work.%04d", workMount, i)
 	argv := []string{st.Pod.Bin, "job", "put", dest, "--job", st.Job, "--size", strconv.FormatInt(r.Size(), 10), "--sha256", sum, "--mode", "0600"}
+	if then != "" {
+		argv = []string{"sh", "-c", `"$0" job put "$1" --job "$2" --size "$3" --sha256 "$4" --mode 0600 || exit $?` + "\nshift 4\n" + then,
+			st.Pod.Bin, dest, st.Job, strconv.FormatInt(r.Size(), 10), sum, strconv.Itoa(pieces)}
+	}
 	var last string
 	for attempt := 0; attempt <= h.Cfg.MaxStreamRetries; attempt++ {
-		var errb bytes.Buffer
-		code, err := h.Cluster.Exec(ctx, st.Pod, argv, io.NewSectionReader(r, 0, r.Size()), io.Discard, &errb)
+		var out, errb bytes.Buffer
+		code, err := h.Cluster.Exec(ctx, st.Pod, argv, io.NewSectionReader(r, 0, r.Size()), &out, &errb)
 		if err == nil && code == 0 {
-			return nil
+			return out.String(), nil
 		}
 		if err == nil && code != control.ExitDataErr {
-			return executor.Errorf("job put %s in pod %s: exit %d: %s", dest, st.Pod.Name, code, strings.TrimSpace(errb.String()))
+			return "", executor.Errorf("job put %s in pod %s: exit %d: %s", dest, st.Pod.Name, code, strings.TrimSpace(errb.String()))
 		}
 		if ctx.Err() != nil {
-			return executor.Errorf("job put %s: %v", dest, ctx.Err())
+			return "", executor.Errorf("job put %s: %v", dest, ctx.Err())
 		}
 		last = fmt.Sprintf("exit %d %v %s", code, err, strings.TrimSpace(errb.String()))
 		fmt.Fprintf(core.Log, "warmpod: piece %d of _work did not arrive whole (%s): sending it again\n", i, last)
 	}
-	return executor.Errorf("job put %s in pod %s failed %d times: %s", dest, st.Pod.Name, h.Cfg.MaxStreamRetries+1, last)
+	return "", executor.Errorf("job put %s in pod %s failed %d times: %s", dest, st.Pod.Name, h.Cfg.MaxStreamRetries+1, last)
 }
 
 // writeWorkTar writes the tar archive of work to f from its start (see
