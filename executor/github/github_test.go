@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -314,7 +315,8 @@ func TestRunScriptStep(t *testing.T) {
 			assert.Contains(t, s, "export TOKEN='it'\\''s s3cr3t'\n", "the step's environment on stdin")
 			assert.Contains(t, s, "export PATH='/opt/b:/opt/a':\"$PATH\"\n")
 			assert.Contains(t, s, "cd '/__w/repo/repo' || exit 1\n")
-			assert.Contains(t, s, "trap : TERM INT HUP\n'sh' '-e' '/__w/_temp/abc.sh'\nrc=$?\n")
+			assert.Contains(t, s, "trap : TERM INT HUP\n(\n")
+			assert.Contains(t, s, "exec 'sh' '-e' '/__w/_temp/abc.sh'\n)\nrc=$?\n")
 			assert.Len(t, f.execs, 1, "one exec per step: the file commands come back in the stage's stream")
 			for _, a := range f.execs {
 				assert.NotContains(t, strings.Join(a, " "), "s3cr3t", "no secret in argv")
@@ -431,4 +433,38 @@ func TestFileTap(t *testing.T) {
 			})
 		}
 	}
+}
+
+// The stage script, run by a real sh: the step's files at their paths, its
+// environment (a name sh cannot export through env(1)), its PATH and
+// working directory, its exit status, and after the marker the file
+// commands framed by size, whatever PATH and IFS the step set.
+func TestStepScriptUnderSh(t *testing.T) {
+	dir := t.TempDir()
+	fc := filepath.Join(dir, "fc")
+	step := filepath.Join(dir, "step.sh")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "wd"), 0o755))
+	var script bytes.Buffer
+	writeStepScript(&script,
+		map[string][]byte{step: []byte("echo \"in $(pwd) A=$A\"; echo 'env line' > \"$GITHUB_ENV\"; printf partial; exit 3"), fc: nil},
+		map[string]string{"A": "it's", "INPUT_FETCH-DEPTH": "1", "GITHUB_ENV": fc, "IFS": "0", "PATH": "/nonexistent"},
+		[]string{"/usr/bin:/bin"}, filepath.Join(dir, "wd"), []string{"sh", step}, []string{fc, filepath.Join(dir, "gone")}, "::m::")
+	sp := filepath.Join(dir, "stage.sh")
+	require.NoError(t, os.WriteFile(sp, script.Bytes(), 0o500))
+	cmd := exec.Command("/bin/sh", sp)
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "%s", out)
+	assert.Equal(t, 3, ee.ExitCode(), "the step's status")
+	assert.Equal(t, "in "+filepath.Join(dir, "wd")+" A=it's\npartial::m::\n9\nenv line\n-1\n", string(out))
+	assert.NoFileExists(t, sp, "the script, with the step's secrets, removes itself")
+
+	// A JavaScript action's hyphenated input reaches the entry point (node;
+	// here env(1) itself), which a shell would drop.
+	script.Reset()
+	writeStepScript(&script, nil, map[string]string{"INPUT_FETCH-DEPTH": "1"}, nil, "", []string{"env"}, nil, "")
+	require.NoError(t, os.WriteFile(sp, script.Bytes(), 0o500))
+	out, err = exec.Command("/bin/sh", sp).Output()
+	require.NoError(t, err)
+	assert.Contains(t, string(out), "INPUT_FETCH-DEPTH=1\n")
 }

@@ -1,18 +1,20 @@
 package github
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/tokens"
@@ -45,20 +47,25 @@ func (h *Hook) runScriptStep(ctx context.Context, st *State, args ScriptStepArgs
 	}
 	files := map[string][]byte{}
 	for _, a := range args.EntryPointArgs {
-		if host, ok := hostPath(work, a); ok && strings.HasPrefix(a, workMount+"/_temp/") {
-			if b, err := os.ReadFile(host); err == nil {
+		// The step's script: a file directly in _work/_temp (the runner
+		// writes _temp/GUID.sh). Nothing else of the host is read: an
+		// argument is the workflow's to choose (`shell: bash {0} …`).
+		if rel, ok := tempRel(a); ok && !strings.Contains(rel[len("_temp/"):], "/") {
+			if b, err := readRunnerFile(work, rel); err == nil {
 				files[a] = b
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%w: step file %s: %v", ErrInput, a, err)
 			}
 		}
 	}
 	var back []string
 	for _, v := range fileCommandVars {
 		cp := args.EnvironmentVariables[v]
-		host, ok := hostPath(work, cp)
+		rel, ok := tempRel(cp)
 		if !ok {
 			continue
 		}
-		b, err := os.ReadFile(host)
+		b, err := readRunnerFile(work, rel)
 		if err != nil {
 			continue // the runner did not create it: nothing to bring back
 		}
@@ -98,6 +105,46 @@ func fileMarker() string {
 	return "::warmpod-file-commands-" + hex.EncodeToString(b) + "::"
 }
 
+// maxRunnerFile bounds a file of the runner's that a step carries into
+// the pod (its script, a file command) and what comes back.
+const maxRunnerFile = 16 << 20
+
+// tempRel returns the container path p as a path relative to _work when it
+// lies in _work/_temp (after cleaning: /__w/_temp/../x is not in it).
+func tempRel(p string) (string, bool) {
+	rest, ok := strings.CutPrefix(p, workMount+"/")
+	if !ok {
+		return "", false
+	}
+	rel := filepath.Clean(rest)
+	if !strings.HasPrefix(rel, "_temp/") {
+		return "", false
+	}
+	return rel, true
+}
+
+// readRunnerFile reads work/rel, a regular file the runner wrote: not
+// through a symbolic link, not a FIFO or a device (opened non-blocking, so
+// a FIFO cannot hang the hook), at most maxRunnerFile bytes.
+func readRunnerFile(work, rel string) ([]byte, error) {
+	f, err := os.OpenFile(filepath.Join(work, rel), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("not a regular file")
+	}
+	if st.Size() > maxRunnerFile {
+		return nil, fmt.Errorf("%d bytes: more than %d", st.Size(), maxRunnerFile)
+	}
+	return io.ReadAll(io.LimitReader(f, maxRunnerFile))
+}
+
 // stageName is a fresh in-pod stage name: one hook call is one step, and
 // the runner never calls it again for the same step.
 func stageName() string {
@@ -122,18 +169,21 @@ func hostPath(work, containerPath string) (string, bool) {
 
 // writeStepScript writes the stage script of a step: files at their
 // container paths (exact bytes, through printf: no here-document adds a
-// newline), the step's environment exported (names warmpod cannot export
-// are left out: the runner's own are all POSIX names), PATH prepended,
-// the working directory, and the entry point. With nothing to bring back
-// the entry point is exec'd, so the stage's exit status is the step's.
-// Otherwise the script runs it, then prints marker and, for each path of
-// back, its size in bytes on a line of its own and its bytes (-1: the
-// step removed it), and exits with the step's status; it traps TERM, INT
-// and HUP with a no-op so that a cancel, which signals the whole stage,
-// still lets it print them (a trap, unlike an ignored signal, is not
-// inherited by the step).
+// newline), the step's environment (exported; a name sh cannot export,
+// such as a JavaScript action's INPUT_FETCH-DEPTH, through env(1)), PATH
+// prepended, the working directory, and the entry point exec'd. With
+// nothing to bring back that is the whole script, so the stage's exit
+// status is the step's. Otherwise the step runs in a subshell, and the
+// script then prints marker and, for each path of back, its size in bytes
+// on a line of its own and its bytes (-1: the step removed it), and exits
+// with the step's status; it traps TERM, INT and HUP with a no-op so that
+// a cancel, which signals the whole stage, still lets it print them (a
+// trap, unlike an ignored signal, is reset in the subshell).
 func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]string, prepend []string, workDir string, argv, back []string, marker string) {
 	w.WriteString("# warmpod-github: one Actions step\n")
+	// The script holds the step's secrets: gone from the job's directory
+	// once the shell has it open, so no later step reads them.
+	w.WriteString("rm -f -- \"$0\"\n")
 	paths := make([]string, 0, len(files))
 	for p := range files {
 		paths = append(paths, p)
@@ -142,14 +192,24 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	for _, p := range paths {
 		fmt.Fprintf(w, "mkdir -p %s && printf '%%s' %s > %s || exit 1\n", tokens.Quote(filepath.Dir(p)), tokens.Quote(string(files[p])), tokens.Quote(p))
 	}
+	// The step runs in a subshell when the file commands come back after
+	// it: its environment (PATH, IFS) must not steer the commands that
+	// print them.
+	if len(back) > 0 {
+		w.WriteString("trap : TERM INT HUP\n(\n")
+	}
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	var odd []string // names sh cannot export (JavaScript actions' INPUT_FETCH-DEPTH): env(1) passes them
 	for _, k := range keys {
-		if posixName.MatchString(k) {
+		switch {
+		case posixName.MatchString(k):
 			fmt.Fprintf(w, "export %s=%s\n", k, tokens.Quote(env[k]))
+		case k != "" && !strings.ContainsAny(k, "=\x00"):
+			odd = append(odd, tokens.Quote(k+"="+env[k]))
 		}
 	}
 	if len(prepend) > 0 {
@@ -158,24 +218,25 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	if workDir != "" {
 		fmt.Fprintf(w, "cd %s || exit 1\n", tokens.Quote(workDir))
 	}
-	cmd := ""
-	for _, a := range argv {
-		cmd += " " + tokens.Quote(a)
+	w.WriteString("exec")
+	if len(odd) > 0 {
+		w.WriteString(" env " + strings.Join(odd, " "))
 	}
+	for _, a := range argv {
+		w.WriteString(" " + tokens.Quote(a))
+	}
+	w.WriteString("\n")
 	if len(back) == 0 {
-		w.WriteString("exec" + cmd + "\n")
 		return
 	}
-	w.WriteString("trap : TERM INT HUP\n")
-	w.WriteString(cmd[1:] + "\n")
-	w.WriteString("rc=$?\n")
+	w.WriteString(")\nrc=$?\n")
 	fmt.Fprintf(w, "printf '%%s\\n' %s\n", tokens.Quote(marker))
 	w.WriteString("for f in")
 	for _, p := range back {
 		w.WriteString(" " + tokens.Quote(p))
 	}
 	w.WriteString("; do if [ -f \"$f\" ]; then wc -c < \"$f\"; cat \"$f\"; else echo -1; fi; done\n")
-	w.WriteString("exit $rc\n")
+	w.WriteString("exit \"$rc\"\n")
 }
 
 // fileTap passes a step's output on to w until marker, and keeps what
@@ -193,6 +254,9 @@ type fileTap struct {
 // reached the tap).
 func (f *fileTap) Write(p []byte) (int, error) {
 	if f.found {
+		if f.rest.Len()+len(p) > len(f.marker)+8*(maxRunnerFile+32) {
+			return 0, errors.New("the step's file commands are larger than they may be")
+		}
 		f.rest.Write(p)
 		return len(p), nil
 	}
@@ -232,30 +296,28 @@ func (f *fileTap) flush() {
 
 // readFiles writes the file commands that followed the marker (b: a
 // newline, then for each of paths its size on a line and its bytes, -1
-// for a file the step removed) to the runner's files.
+// for a file the step removed) to the runner's files. The step controls
+// these bytes: a size larger than what is left is an error.
 func readFiles(work string, paths []string, b []byte) error {
-	r := bufio.NewReader(bytes.NewReader(bytes.TrimPrefix(b, []byte("\n"))))
+	rest := bytes.TrimPrefix(b, []byte("\n"))
 	for _, p := range paths {
-		line, err := r.ReadString('\n')
-		if err != nil {
+		line, after, ok := bytes.Cut(rest, []byte("\n"))
+		if !ok {
 			return fmt.Errorf("short answer")
 		}
-		n, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
-		if err != nil {
-			return fmt.Errorf("bad size %q", line)
+		n, err := strconv.Atoi(string(bytes.TrimSpace(line)))
+		if err != nil || n < -1 || n > len(after) {
+			return fmt.Errorf("bad size %q for %s", bytes.TrimSpace(line), p)
 		}
 		host, _ := hostPath(work, p)
-		if n < 0 {
-			_ = os.WriteFile(host, nil, 0o644)
-			continue
+		content := []byte(nil)
+		if n >= 0 {
+			content, after = after[:n], after[n:]
 		}
-		c := make([]byte, n)
-		if _, err := io.ReadFull(r, c); err != nil {
-			return fmt.Errorf("%s is short", p)
-		}
-		if err := os.WriteFile(host, c, 0o644); err != nil {
+		if err := os.WriteFile(host, content, 0o644); err != nil {
 			return err
 		}
+		rest = after
 	}
 	return nil
 }
