@@ -226,6 +226,40 @@ func (c *Core) End(ctx context.Context, pod *pool.Pod, jobID string, owner pool.
 	}
 }
 
+// KeepAlive renews the lease of job jobID in pod every LeaseTTL/3 until
+// the returned stop is called: for a CI system that holds a job without a
+// stage running in its pod (an Actions container step runs in a pod of its
+// own), so the pod's lease does not lapse meanwhile. A failed renewal is
+// logged; the next one tries again. Without a LeaseTTL there is nothing to
+// renew.
+func (c *Core) KeepAlive(ctx context.Context, pod pool.Pod, jobID string) (stop func()) {
+	if c.LeaseTTL <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(c.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			var errb bytes.Buffer
+			rctx, rcancel := context.WithTimeout(ctx, c.LeaseTTL/3)
+			code, err := c.Cluster.Exec(rctx, pod, []string{pod.Bin, "job", "renew", "--job", jobID}, nil, io.Discard, &errb)
+			rcancel()
+			if (err != nil || code != 0) && ctx.Err() == nil {
+				fmt.Fprintf(c.Log, "warmpod: renew the lease of job %s in pod %s: exit %d %v %s\n", jobID, pod.Name, code, err, strings.TrimSpace(errb.String()))
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 // forbidden tells an API server's 403 (RBAC) from a failure that another
 // pod might not have; exec upgrade errors carry it only in their text.
 func forbidden(err error) bool {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	_ "embed"
 	"fmt"
 	"io"
@@ -32,19 +33,8 @@ func install(dir string) error {
 	if err := writeAtomic(dir, "warmpod-github", src); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp("", "shim-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	if _, err := f.Write(shim); err != nil {
-		return err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	if err := writeAtomic(dir, "warmpod-github.sh", f); err != nil {
+	// The shim straight from memory: an image FROM scratch has no /tmp.
+	if err := writeAtomic(dir, "warmpod-github.sh", bytes.NewReader(shim)); err != nil {
 		return err
 	}
 	return durable.SyncDir(dir)

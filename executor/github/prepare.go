@@ -51,6 +51,9 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	if err != nil {
 		return nil, err
 	}
+	if _, own := h.Cfg.Pools.ForImage(c.Image); own && !warm {
+		fmt.Fprintf(debugWriter{h.Stdout}, "warmpod: the pool of image %s runs other services than the job's: a cold pod with the job's services\n", c.Image)
+	}
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
 	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
 	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(c.EnvironmentVariables), Owner: owner}
@@ -71,8 +74,12 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 		return nil, err
 	}
 	alpine := probed
-	if v, ok := p.Template.Annotations[pool.AnnotationAlpine]; ok {
-		alpine = v == "true"
+	// The annotation speaks for the pool's own image only, not for a cold
+	// pod of another image made from its template.
+	if _, own := h.Cfg.Pools.ForImage(c.Image); own {
+		if v, ok := p.Template.Annotations[pool.AnnotationAlpine]; ok {
+			alpine = v == "true"
+		}
 	}
 	resp := &Response{State: st, IsAlpine: &alpine}
 	resp.Context = &struct {
@@ -200,7 +207,7 @@ func (h *Hook) cleanupJob(ctx context.Context, st *State) error {
 // a warm one of a pool of that image), the runner's _work brought in, the
 // entry point with its arguments run as one stage, the pod deleted after.
 // A Dockerfile action is refused: nothing can build an image here.
-func (h *Hook) runContainerStep(ctx context.Context, _ *State, c Container, cancel <-chan struct{}) error {
+func (h *Hook) runContainerStep(ctx context.Context, job *State, c Container, cancel <-chan struct{}) error {
 	if c.Dockerfile != nil && *c.Dockerfile != "" {
 		return fmt.Errorf("%w: Dockerfile actions are not supported in Kubernetes mode (nothing builds images here): publish the image and use `uses: docker://IMAGE`", ErrInput)
 	}
@@ -217,6 +224,10 @@ func (h *Hook) runContainerStep(ctx context.Context, _ *State, c Container, canc
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
 	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
 	core := h.core()
+	if job != nil {
+		// No stage runs in the job's own pod meanwhile: keep its lease.
+		defer core.KeepAlive(ctx, job.Pod, job.Job)()
+	}
 	pod, err := core.Acquire(ctx, p, warm, executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(c.EnvironmentVariables), Owner: owner})
 	if err != nil {
 		return err
