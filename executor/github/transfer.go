@@ -154,7 +154,10 @@ func writeWorkTar(f *os.File, work string) (int64, error) {
 		if info.IsDir() {
 			hdr.Name += "/"
 		}
-		hdr.Uname, hdr.Gname = "", ""
+		// Owned by whoever unpacks it (root in a job container): a tar
+		// run as root restores owners, which needs CAP_CHOWN for any
+		// other uid (the runner's 1001).
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
 		}

@@ -86,7 +86,7 @@ func TestParseRefuses(t *testing.T) {
 // pods they make are the ones the driver claims.
 func TestDeployManifestsCarryTheirHash(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
-	for _, f := range []string{"deploy/pool.yaml", "deploy/kube-e2e/pool.yaml", "deploy/kube-e2e/github-pool.yaml"} {
+	for _, f := range []string{"deploy/pool.yaml", "deploy/kube-e2e/pool.yaml", "deploy/kube-e2e/github-pool.yaml", "deploy/github-pool.yaml"} {
 		set, err := Load(filepath.Join(filepath.Dir(file), "..", "..", f))
 		require.NoError(t, err, f)
 		for i, p := range set.Pools {
