@@ -250,7 +250,9 @@ func (c *Core) KeepAlive(ctx context.Context, pod pool.Pod, jobID string) (stop 
 			}
 			var errb bytes.Buffer
 			rctx, rcancel := context.WithTimeout(ctx, c.LeaseTTL/3)
-			code, err := c.Cluster.Exec(rctx, pod, []string{pod.Bin, "job", "renew", "--job", jobID}, nil, io.Discard, &errb)
+			// `job status --job` renews the lease it names (the heartbeat
+			// job stage and job logs --follow send while they run).
+			code, err := c.Cluster.Exec(rctx, pod, []string{pod.Bin, "job", "status", "--job", jobID}, nil, io.Discard, &errb)
 			rcancel()
 			if (err != nil || code != 0) && ctx.Err() == nil {
 				fmt.Fprintf(c.Log, "warmpod: renew the lease of job %s in pod %s: exit %d %v %s\n", jobID, pod.Name, code, err, strings.TrimSpace(errb.String()))

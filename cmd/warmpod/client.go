@@ -34,7 +34,6 @@ const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] 
   logs [--offset N] [--follow]           the job log as "<offset> <line>" (exit 100: log gone)
   status [--stage S] | wait --stage S [--timeout D]
   cancel [--stage S] [--grace D] | put PATH --size N --sha256 HEX [--mode M] | env | end
-  renew --job ID                         renew the job's lease (its heartbeat) once
 Run "warmpod job COMMAND -h" for a command's flags.`
 
 // specReadTimeout bounds how long `job start` waits for the job spec line
@@ -167,8 +166,6 @@ func jobCmd(args []string) int {
 		return jobWait(args[1:])
 	case "cancel":
 		return jobCancel(args[1:])
-	case "renew":
-		return jobRenew(args[1:])
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Println(jobUsage)
@@ -228,24 +225,6 @@ func jobEnd(args []string) int {
 		return control.ExitUsage
 	}
 	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnd, Job: *job})
-	if resp == nil {
-		return code
-	}
-	return result(resp)
-}
-
-// jobRenew renews the lease of job --job once (the heartbeat that job
-// stage and job logs --follow send while they run): an executor that holds
-// the job without a stage running sends it, for example while an Actions
-// runner runs a container action in a pod of its own. Exit 69 when no job
-// holds the lease, 75 when another does.
-func jobRenew(args []string) int {
-	fs, sock, job := jobFlags("job renew")
-	if !parseClient(fs, args) || *job == "" {
-		fmt.Fprintln(os.Stderr, "usage: warmpod job renew --job ID")
-		return control.ExitUsage
-	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobRenew, Job: *job})
 	if resp == nil {
 		return code
 	}

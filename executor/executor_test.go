@@ -1,0 +1,55 @@
+package executor
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/warmpod/warmpod/executor/pool"
+)
+
+// renewCluster counts the execs it is asked for.
+type renewCluster struct {
+	Cluster
+	mu    sync.Mutex
+	execs []string
+}
+
+func (r *renewCluster) Exec(_ context.Context, _ pool.Pod, argv []string, _ io.Reader, _, _ io.Writer) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.execs = append(r.execs, strings.Join(argv, " "))
+	return 0, nil
+}
+
+func (r *renewCluster) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.execs)
+}
+
+// KeepAlive renews the job's lease every third of its TTL until stopped,
+// and does nothing without a TTL.
+func TestKeepAlive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rc := &renewCluster{}
+		c := &Core{Cluster: rc, Log: io.Discard, LeaseTTL: 3 * time.Second}
+		stop := c.KeepAlive(context.Background(), pool.Pod{Name: "p", Bin: "/w/warmpod"}, "j1")
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, 10, rc.count(), "one renewal a second (TTL 3 s / 3) for 10 s")
+		assert.Equal(t, "/w/warmpod job status --job j1", rc.execs[0])
+		stop()
+		time.Sleep(10 * time.Second)
+		assert.Equal(t, 10, rc.count(), "none after stop")
+
+		none := &Core{Cluster: rc, Log: io.Discard}
+		none.KeepAlive(context.Background(), pool.Pod{}, "j1")()
+		assert.Equal(t, 10, rc.count(), "no TTL, nothing to renew")
+	})
+}
