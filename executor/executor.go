@@ -199,12 +199,22 @@ func (c *Core) DeletePod(ctx context.Context, p pool.Pod) {
 // End ends the job in its pod (`warmpod job end`: its processes stopped,
 // its token and files wiped; the pod then drains and deletes itself) and
 // deletes the pod as well, so it goes also when it cannot delete itself
-// (no RoleBinding) or when job end failed. pod may be nil (the CI system
+// (no RoleBinding) or when job end failed. A pod with sidecars is only
+// deleted (see below). pod may be nil (the CI system
 // lost track of it). Pods labelled for owner other than pod (a call that
 // died between creating a pod and recording it) are deleted too. End
 // never fails: errors are logged.
 func (c *Core) End(ctx context.Context, pod *pool.Pod, jobID string, owner pool.Owner) {
-	if pod != nil {
+	if pod != nil && pod.Sidecars > 0 {
+		// A pod with sidecars is deleted at once, with the sidecars' short
+		// grace (pool.SidecarGrace): the kubelet's SIGTERM makes warmpod
+		// end the job as job end would (the job's processes stopped, its
+		// secrets gone with the pod's tmpfs). After a job end, warmpod's
+		// own deletion of its pod would come first, with the template's
+		// grace period, and a service that ignores SIGTERM would keep the
+		// pod Terminating for all of it.
+		c.DeletePod(ctx, *pod)
+	} else if pod != nil {
 		var errb bytes.Buffer
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		code, err := c.Cluster.Exec(cctx, *pod, []string{pod.Bin, "job", "end", "--job", jobID}, nil, io.Discard, &errb)

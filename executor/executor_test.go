@@ -53,3 +53,38 @@ func TestKeepAlive(t *testing.T) {
 		assert.Equal(t, 10, rc.count(), "no TTL, nothing to renew")
 	})
 }
+
+// endCluster records deletions and lists no other pod.
+type endCluster struct {
+	renewCluster
+	deleted []string
+}
+
+func (e *endCluster) Delete(_ context.Context, p pool.Pod) error {
+	e.deleted = append(e.deleted, p.Name)
+	return nil
+}
+
+func (e *endCluster) PodsOfJob(context.Context, pool.Owner) ([]pool.Pod, error) { return nil, nil }
+
+// End runs job end in the pod and deletes it; a pod with sidecars is
+// deleted at once (its services' short grace), its job ended by warmpod's
+// own SIGTERM path.
+func TestEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sidecars int
+		execs    []string
+	}{
+		{"no sidecars: job end, then the delete", 0, []string{"/w/warmpod job end --job j1"}},
+		{"sidecars: the delete alone", 1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ec := &endCluster{}
+			c := &Core{Cluster: ec, Log: io.Discard}
+			c.End(context.Background(), &pool.Pod{Name: "p", Bin: "/w/warmpod", Sidecars: tc.sidecars}, "j1", pool.Owner{Job: "j1"})
+			assert.Equal(t, tc.execs, ec.execs)
+			assert.Equal(t, []string{"p"}, ec.deleted)
+		})
+	}
+}
