@@ -49,9 +49,6 @@ type State struct {
 	// Runner and Server label the pod (pool.Owner).
 	Runner string `json:"runner"`
 	Server string `json:"server"`
-	// Seq numbers the steps: each gets the in-pod stage name "step-NNN".
-	// A step is one hook call, so it is never retried with the same name.
-	Seq int `json:"seq"`
 }
 
 // Hook runs one command of the container hook.
