@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/github"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/internal/flagenv"
@@ -88,12 +89,10 @@ func run(args []string) int {
 		<-sigs
 		close(cancel)
 	}()
-	kube, err := kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
-		return 1
+	connect := func() (executor.Cluster, error) {
+		return kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
 	}
-	h := &github.Hook{Cfg: cfg, Cluster: kube, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
+	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
 	return h.Run(context.Background(), os.Stdin, cancel)
 }
 

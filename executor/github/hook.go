@@ -55,6 +55,9 @@ type State struct {
 type Hook struct {
 	Cfg     Config
 	Cluster executor.Cluster
+	// Connect makes Cluster when it is nil, once the input has been read
+	// and checked: bad input is reported as such, whatever the kubeconfig.
+	Connect func() (executor.Cluster, error)
 	// Env is the hook process's environment (the runner's, plus GITHUB_*
 	// and RUNNER_*).
 	Env map[string]string
@@ -125,6 +128,16 @@ func (h *Hook) run(ctx context.Context, stdin io.Reader, cancel <-chan struct{})
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &in); err != nil {
 		return fmt.Errorf("%w: stdin is not the runner's JSON: %v", ErrInput, err)
 	}
+	switch in.Command {
+	case CmdPrepareJob, CmdRunScriptStep, CmdRunContainerStep, CmdCleanupJob:
+	default:
+		return fmt.Errorf("%w: unknown command %q", ErrInput, in.Command)
+	}
+	if h.Cluster == nil && h.Connect != nil {
+		if h.Cluster, err = h.Connect(); err != nil {
+			return err
+		}
+	}
 	var resp *Response
 	switch in.Command {
 	case CmdPrepareJob:
@@ -153,8 +166,6 @@ func (h *Hook) run(ctx context.Context, stdin io.Reader, cancel <-chan struct{})
 	case CmdCleanupJob:
 		st, _ := stateOf(in.State) // cleans up what it can without one
 		err = h.cleanupJob(ctx, st)
-	default:
-		return fmt.Errorf("%w: unknown command %q", ErrInput, in.Command)
 	}
 	if resp != nil && in.ResponseFile != "" {
 		if werr := writeResponse(in.ResponseFile, resp); werr != nil && err == nil {
