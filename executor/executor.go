@@ -64,8 +64,6 @@ type Core struct {
 	// MaxStreamRetries bounds how often RunStage reattaches to a stage
 	// after a broken exec stream.
 	MaxStreamRetries int
-	// Now is the clock (time.Now in production).
-	Now func() time.Time
 	// CancelGrace is the grace period RunStage's cancel gives the stage
 	// (SIGTERM, then SIGKILL after it); 0: the pod's --grace.
 	CancelGrace time.Duration

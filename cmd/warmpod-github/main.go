@@ -92,7 +92,7 @@ func run(args []string) int {
 	connect := func() (executor.Cluster, error) {
 		return kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
 	}
-	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
+	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr}
 	return h.Run(context.Background(), os.Stdin, cancel)
 }
 

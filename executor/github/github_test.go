@@ -197,7 +197,7 @@ func (r *runner) hook(f *fakeCluster) (*Hook, *bytes.Buffer, *bytes.Buffer) {
 	set, err := pool.Parse(strings.NewReader(testPools))
 	require.NoError(r.t, err)
 	var out, errb bytes.Buffer
-	return &Hook{Cfg: Config{Pools: set, MaxStreamRetries: 2, ChunkSize: 1024}, Cluster: f, Env: r.env, Stdout: &out, Stderr: &errb, Now: time.Now}, &out, &errb
+	return &Hook{Cfg: Config{Pools: set, MaxStreamRetries: 2, ChunkSize: 1024}, Cluster: f, Env: r.env, Stdout: &out, Stderr: &errb}, &out, &errb
 }
 
 // call runs one command as the runner does and returns the exit status

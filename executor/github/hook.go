@@ -63,8 +63,6 @@ type Hook struct {
 	Env map[string]string
 	// Stdout and Stderr go to the runner's output manager: the step's log.
 	Stdout, Stderr io.Writer
-	// Now is the clock.
-	Now func() time.Time
 }
 
 // debugWriter turns each line written to it into a ::debug:: workflow
@@ -84,7 +82,7 @@ func (d debugWriter) Write(p []byte) (int, error) {
 
 func (h *Hook) core() *executor.Core {
 	return &executor.Core{Cluster: h.Cluster, Log: debugWriter{h.Stdout}, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
-		LeaseTTL: h.Cfg.LeaseTTL, MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace, Now: h.Now,
+		LeaseTTL: h.Cfg.LeaseTTL, MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace,
 		RBAC: "deploy/github-rbac.yaml"}
 }
 

@@ -70,7 +70,7 @@ func sysErr(format string, a ...any) error { return executor.Errorf(format, a...
 // core is the CI-neutral executor for this call.
 func (d *Driver) core() *executor.Core {
 	return &executor.Core{Cluster: d.Cluster, Log: d.Stdout, WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout,
-		LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries, Now: d.Now, RBAC: "deploy/gitlab-rbac.yaml"}
+		LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries, RBAC: "deploy/gitlab-rbac.yaml"}
 }
 
 // configOutput is config_exec's JSON document (GitLab Runner's
