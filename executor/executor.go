@@ -101,6 +101,14 @@ type Job struct {
 	Variables []control.JobVariable
 	// Owner labels a claimed or cold pod for the job.
 	Owner pool.Owner
+	// Cold, when set, is the pool whose template makes the job's cold pod
+	// instead of Acquire's p (the job asks for resources p's pods do not
+	// have, and gets them on a cold pod).
+	Cold *pool.Pool
+	// Fit, when set, runs on a claimed warm pod before job start, to make
+	// it what the job asks (an in-place resize). An error releases the
+	// pod (it is deleted) and the job gets a cold pod; it is logged.
+	Fit func(ctx context.Context, pod pool.Pod) error
 }
 
 // LeaseMargin is added to a job's timeout for warmpod's lease.
@@ -116,6 +124,7 @@ const maxLease = 168 * time.Hour
 // next one tried, five times at most. Errors are *SystemError; a pod this
 // call claimed or created is deleted on failure.
 func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (pool.Pod, error) {
+	released := false
 	for attempt := 0; attempt < 5; attempt++ {
 		var pod *pool.Pod
 		var err error
@@ -123,14 +132,28 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 			if pod, err = c.Cluster.ClaimWarm(ctx, p, job.Owner, c.WarmWait); err != nil {
 				return pool.Pod{}, &SystemError{Err: err}
 			}
+			if pod != nil && job.Fit != nil {
+				if err := job.Fit(ctx, *pod); err != nil {
+					fmt.Fprintf(c.Log, "warmpod: warm pod %s released: %v: creating a cold pod\n", pod.Name, err)
+					c.DeletePod(ctx, *pod)
+					pod, warm, released = nil, false, true
+				}
+			}
 		}
 		if pod == nil {
-			if warm {
-				fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
-			} else {
-				fmt.Fprintf(c.Log, "warmpod: no pool runs image %s: creating a cold pod of it from pool %s's template\n", p.Image, p.Name)
+			cp := p
+			if job.Cold != nil {
+				cp = *job.Cold
 			}
-			cold, err := c.Cluster.CreateCold(ctx, p, job.Owner, c.ReadyTimeout)
+			switch {
+			case warm && p.Pending:
+				fmt.Fprintf(c.Log, "warmpod: pool %s is rolling out a new template and has no pod of it yet: creating a cold pod (image %s)\n", p.Name, p.Image)
+			case warm:
+				fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
+			case !released:
+				fmt.Fprintf(c.Log, "warmpod: no pool runs image %s as this job asks: creating a cold pod from pool %s's template\n", p.Image, p.Name)
+			}
+			cold, err := c.Cluster.CreateCold(ctx, cp, job.Owner, c.ReadyTimeout)
 			if err != nil {
 				return pool.Pod{}, &SystemError{Err: err}
 			}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/warmpod/warmpod/internal/flagenv"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/warmpod/warmpod/executor/gitlab"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/kubeclient"
 )
 
@@ -36,7 +36,7 @@ func run(args []string) int {
 	env := gitlab.EnvFrom(os.Environ())
 	codes := gitlab.ExitCodesFromEnv(env)
 	fs := flag.NewFlagSet("warmpod-gitlab", flag.ContinueOnError)
-	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments (deploy/pool.yaml)")
+	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments (deploy/pool.yaml); default: read the pool Deployments from the namespace")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	namespace := fs.String("namespace", "", "namespace of the pools (default: the kubeconfig context's, or the service account's)")
 	warmWait := fs.Duration("warm-wait", time.Second, "how long prepare waits for a Ready idle pod before creating a cold one")
@@ -47,6 +47,15 @@ func run(args []string) int {
 	stateDir := fs.String("state-dir", filepath.Join(os.TempDir(), "warmpod-gitlab"), "directory for the per-job state files (which pod a job runs on)")
 	timings := fs.String("timings", "", "append one JSON line of timings per call to this file (benchmarks)")
 	retries := fs.Int("stream-retries", 5, "how often run reattaches to a stage after a broken exec stream")
+	resizeTimeout := fs.Duration("resize-timeout", 10*time.Second, "how long prepare waits for an in-place resize of a warm pod before it takes a cold pod instead")
+	// The Kubernetes executor's *_overwrite_max_allowed: no bound, no overwrite.
+	var b gitlab.Bounds
+	fs.StringVar(&b.CPURequest, "cpu-request-overwrite-max-allowed", "", "highest KUBERNETES_CPU_REQUEST a job may set (empty: the variable is ignored)")
+	fs.StringVar(&b.CPULimit, "cpu-limit-overwrite-max-allowed", "", "highest KUBERNETES_CPU_LIMIT a job may set (empty: ignored)")
+	fs.StringVar(&b.MemoryRequest, "memory-request-overwrite-max-allowed", "", "highest KUBERNETES_MEMORY_REQUEST a job may set (empty: ignored)")
+	fs.StringVar(&b.MemoryLimit, "memory-limit-overwrite-max-allowed", "", "highest KUBERNETES_MEMORY_LIMIT a job may set (empty: ignored)")
+	fs.StringVar(&b.EphemeralStorageRequest, "ephemeral-storage-request-overwrite-max-allowed", "", "highest KUBERNETES_EPHEMERAL_STORAGE_REQUEST a job may set (empty: ignored; always a cold pod)")
+	fs.StringVar(&b.EphemeralStorageLimit, "ephemeral-storage-limit-overwrite-max-allowed", "", "highest KUBERNETES_EPHEMERAL_STORAGE_LIMIT a job may set (empty: ignored; always a cold pod)")
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -69,7 +78,11 @@ func run(args []string) int {
 	}
 	cfg := gitlab.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL,
 		BuildsDir: *buildsDir, CacheDir: *cacheDir, StateDir: *stateDir, Version: version,
-		Timings: *timings, MaxStreamRetries: *retries}
+		Timings: *timings, MaxStreamRetries: *retries, Bounds: b, ResizeTimeout: *resizeTimeout}
+	if err := b.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
+		return 2
+	}
 	if *pools != "" {
 		set, err := pool.Load(*pools)
 		if err != nil {

@@ -51,7 +51,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	if err != nil {
 		return nil, err
 	}
-	if warm && p.FileHash != p.Hash {
+	if warm && p.Stale() {
 		fmt.Fprintf(h.Stderr, "::warning::warmpod: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it\n", pool.LabelConfig, p.FileHash, p.Hash)
 	}
 	if _, own := h.Cfg.Pools.ForImage(c.Image); own && !warm {

@@ -14,18 +14,37 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 )
 
-// Cluster is what the driver needs of Kubernetes: the executor core's.
-type Cluster = executor.Cluster
+// Cluster is what the driver needs of Kubernetes: the executor core's,
+// the pools read from the namespace, and an in-place resize
+// (*pool.Kube is the real one).
+type Cluster interface {
+	executor.Cluster
+	// Pools reads the pool Deployments of the namespace ([pool.Kube.Pools]).
+	Pools(ctx context.Context) (*pool.Set, error)
+	// Resize changes the pod's build container's cpu and memory in place
+	// and waits until the kubelet has applied it ([pool.Kube.Resize]).
+	Resize(ctx context.Context, p pool.Pod, res corev1.ResourceRequirements, timeout time.Duration) error
+}
 
 // Config is the driver's configuration (flags of warmpod-gitlab).
 type Config struct {
-	// Pools is the pool manifest; prepare and config need it.
+	// Pools is the pool manifest of --pools; nil: prepare reads the pools
+	// from the cluster (Cluster.Pools), their live templates and hashes.
 	Pools *pool.Set
+	// Bounds are the highest resources a job may ask for through the
+	// Kubernetes executor's overwrite variables (none: ignored).
+	Bounds Bounds
+	// ResizeTimeout bounds the wait for an in-place resize of a warm pod;
+	// when it is not applied by then the pod is released and the job gets
+	// a cold pod with its resources.
+	ResizeTimeout time.Duration
 	// WarmWait is how long prepare waits for a Ready idle pod before it
 	// falls back to a cold pod (0: one look).
 	WarmWait time.Duration
@@ -176,15 +195,36 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	if err != nil {
 		return &SystemError{Err: err}
 	}
-	if d.Cfg.Pools == nil {
-		return sysErr("no pool manifest (--pools)")
+	svcs, err := ServicesFromEnv(d.Env)
+	if err != nil {
+		return &SystemError{Err: err}
 	}
-	p, hasPool := d.Cfg.Pools.ForImage(job.Image)
-	if hasPool && p.FileHash != p.Hash {
-		fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it\n", pool.LabelConfig, p.FileHash, p.Hash)
+	res, notes, err := Overwrites(d.Env, d.Cfg.Bounds)
+	if err != nil {
+		return &SystemError{Err: err}
+	}
+	for _, n := range notes {
+		fmt.Fprintf(d.Stdout, "warmpod: %s\n", n)
+	}
+	set := d.Cfg.Pools
+	if set == nil {
+		if set, err = d.Cluster.Pools(ctx); err != nil {
+			return sysErr("read the pools from the cluster: %v (the driver's account needs get and list on deployments and replicasets: deploy/gitlab-rbac.yaml)", err)
+		}
+		for _, w := range set.Warnings {
+			fmt.Fprintf(d.Stdout, "warmpod: WARNING: not a usable pool: %s\n", w)
+		}
+	}
+	p, warm := pickPool(set, job.Image, svcs)
+	if warm && p.Stale() {
+		fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the driver read the pools from the cluster\n", pool.LabelConfig, p.FileHash, p.Hash)
+	}
+	ej := executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job)}
+	if res != nil {
+		warm = d.fitResources(&ej, p, warm, res)
 	}
 	c := d.core()
-	pod, err := c.Acquire(ctx, p, hasPool, executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job)})
+	pod, err := c.Acquire(ctx, p, warm, ej)
 	if err != nil {
 		return err
 	}
@@ -274,6 +314,46 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	_ = os.Remove(d.statePath(job))
 	d.timing("cleanup", "", t0, nil)
 	return nil
+}
+
+// fitResources arranges the job's resources: its cold pod's template gets
+// them (ej.Cold); a warm pod whose build container has other cpu or memory
+// is resized in place before job start (ej.Fit), and released for a cold
+// pod when the resize is refused, infeasible or not applied within
+// ResizeTimeout. A change the kubelet cannot make in place (ephemeral
+// storage) skips the warm pool. It returns whether to claim warm.
+func (d *Driver) fitResources(ej *executor.Job, p pool.Pool, warm bool, res *corev1.ResourceRequirements) bool {
+	var have corev1.ResourceRequirements
+	if c := p.BuildContainer(&p.Template); c != nil {
+		have = c.Resources
+	}
+	want := merged(have, res)
+	cold := p.Modified(func(t *corev1.PodTemplateSpec) {
+		if c := p.BuildContainer(t); c != nil {
+			c.Resources = want
+		}
+	})
+	ej.Cold = &cold
+	inPlace, needCold := resizeNeeds(have, res)
+	if needCold {
+		if warm {
+			fmt.Fprintf(d.Stdout, "warmpod: the job asks for %s; ephemeral storage cannot change on a running pod: creating a cold pod\n", describe(*res))
+		}
+		return false
+	}
+	if !inPlace || !warm {
+		return warm
+	}
+	ej.Fit = func(ctx context.Context, pod pool.Pod) error {
+		t0 := d.Now()
+		if err := d.Cluster.Resize(ctx, pod, want, d.Cfg.ResizeTimeout); err != nil {
+			return fmt.Errorf("resize to %s: %w", describe(want), err)
+		}
+		fmt.Fprintf(d.Stdout, "warmpod: warm pod %s resized in place to %s in %d ms\n", pod.Name, describe(want), d.Now().Sub(t0).Milliseconds())
+		d.timing("resize", "", t0, nil)
+		return nil
+	}
+	return true
 }
 
 // timing appends one JSON line to Cfg.Timings.

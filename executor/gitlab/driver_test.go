@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/warmpod/warmpod/executor/pool"
 )
 
@@ -31,6 +33,31 @@ type fakeCluster struct {
 	stdins  []string
 	// exec answers an exec; nil: exit 0, no output.
 	exec func(argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)
+	// pools answers Pools (nil: an error, the manifest should be used).
+	pools *pool.Set
+	// resize answers Resize (nil: success); resized records the calls.
+	resize  func(p pool.Pod, res corev1.ResourceRequirements) error
+	resized []string
+	// coldPools records the pools CreateCold made pods from.
+	coldPools []pool.Pool
+}
+
+func (f *fakeCluster) Pools(context.Context) (*pool.Set, error) {
+	if f.pools == nil {
+		return nil, errors.New("no pools in this fake")
+	}
+	return f.pools, nil
+}
+
+func (f *fakeCluster) Resize(_ context.Context, p pool.Pod, res corev1.ResourceRequirements, _ time.Duration) error {
+	f.mu.Lock()
+	f.resized = append(f.resized, p.Name+" "+describe(res))
+	fn := f.resize
+	f.mu.Unlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(p, res)
 }
 
 func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration) (*pool.Pod, error) {
@@ -48,6 +75,7 @@ func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ pool.Owner, _
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.colds++
+	f.coldPools = append(f.coldPools, p)
 	return pool.Pod{Name: fmt.Sprintf("cold-%d", f.colds), Namespace: "ci", UID: "u", Pool: p.Name, Bin: p.Bin, Hash: p.Hash}, nil
 }
 

@@ -38,7 +38,8 @@ type Pod struct {
 	Container string `json:"container"`
 	// Bin is the warmpod binary's path in Container.
 	Bin string `json:"bin"`
-	// Hash is the pod's LabelConfig, sent as the job's config_hash.
+	// Hash is the pod's hash label (Pool.HashLabel), sent as the job's
+	// config_hash.
 	Hash string `json:"config_hash"`
 	// Warm is true for a claimed pool pod, false for a cold one.
 	Warm bool `json:"warm"`
@@ -70,7 +71,8 @@ type Kube struct {
 var ErrNotReady = errors.New("pod not ready")
 
 // ClaimWarm claims one Ready idle pod of pool p for owner: it lists the
-// pool's idle pods of p's configuration, and patches the labels of each
+// pool's idle pods of p's configuration (p.HashLabel = p.Hash; none while
+// p is Pending), and patches the labels of each
 // Ready one in random order (so concurrent runners spread out) with its
 // resourceVersion as the precondition, until one patch succeeds (409
 // Conflict: another runner won that pod, try the next). When none is
@@ -78,8 +80,11 @@ var ErrNotReady = errors.New("pod not ready")
 // nil when no pod could be claimed within wait (wait 0: one pass). Errors
 // are the API server's, other than conflicts and pods gone meanwhile.
 func (k *Kube) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration) (*Pod, error) {
+	if p.Pending {
+		return nil, nil
+	}
 	deadline := time.Now().Add(wait)
-	sel := labels.Set{LabelPool: p.Name, LabelState: StateIdle, LabelConfig: p.Hash}.String()
+	sel := labels.Set{LabelPool: p.Name, LabelState: StateIdle, p.hashKey(): p.Hash}.String()
 	for {
 		list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {

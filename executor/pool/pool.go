@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -38,11 +39,19 @@ const (
 	// LabelState is "idle" for a pod the ReplicaSet owns and a runner may
 	// claim, "claimed" once a runner has it.
 	LabelState = "warmpod.dev/state"
-	// LabelConfig is the pod template's hash ([Hash]): a pod made from an
-	// older template is never claimed. warmpod reads it through the
-	// downward API as --config-hash, so its own lease refuses a job of
-	// another configuration too (exit 75).
+	// LabelConfig is the pod template's hash ([Hash]) written into a
+	// manifest by hand (`warmpod-gitlab pool-hash`), for pools read from a
+	// file (--pools): a pod made from an older template is never claimed.
+	// warmpod reads its pod's hash label through the downward API
+	// (WARMPOD_CONFIG_HASH), so its own lease refuses a job of another
+	// configuration too (exit 75).
 	LabelConfig = "warmpod.dev/config"
+	// LabelTemplateHash is the label the Deployment controller puts on
+	// every pod of a ReplicaSet: the hash of the template it was made from.
+	// A pool read from the cluster whose WARMPOD_CONFIG_HASH reads it needs
+	// no hash by hand: the driver claims only pods of the Deployment's
+	// current ReplicaSet.
+	LabelTemplateHash = "pod-template-hash"
 	// LabelJob is the CI job a claimed or cold pod runs.
 	LabelJob = "warmpod.dev/job"
 	// LabelServer tells which GitLab instance the job is of (a hash of
@@ -75,12 +84,23 @@ type Pool struct {
 	Container string
 	// Bin is the warmpod binary's path in that container.
 	Bin string
-	// Hash is [Hash] of the template, the pods' LabelConfig value.
+	// Hash is the configuration hash of the pods the driver may claim:
+	// their HashLabel value and the job's config_hash. For a LabelConfig
+	// pool it is [Hash] of the template; for a LabelTemplateHash pool the
+	// current ReplicaSet's pod-template-hash.
 	Hash string
-	// FileHash is the LabelConfig value written in the manifest: when it
+	// HashLabel is the pod label that carries the hash: the one the
+	// warmpod container's WARMPOD_CONFIG_HASH reads through the downward
+	// API (LabelConfig when it reads none).
+	HashLabel string
+	// FileHash is the LabelConfig value written in the template: when it
 	// differs from Hash the manifest was edited without its new hash, and
-	// the pods applied from it are never claimed (the driver warns).
+	// the pods applied from it are never claimed (see [Pool.Stale]).
 	FileHash string
+	// Pending is true for a pool read from the cluster whose Deployment
+	// has no ReplicaSet of its live template yet (a rollout has just
+	// begun): none of its pods may be claimed, jobs get cold pods.
+	Pending bool
 	// Template is the pod template, labels included.
 	Template corev1.PodTemplateSpec
 }
@@ -89,6 +109,9 @@ type Pool struct {
 // template makes cold pods for images that have no pool.
 type Set struct {
 	Pools []Pool
+	// Warnings name the Deployments a read from the cluster left out
+	// (not usable as a pool), for the job's log.
+	Warnings []string
 }
 
 // ErrManifest is returned for a manifest that holds no usable pool.
@@ -137,7 +160,7 @@ func Parse(r io.Reader) (*Set, error) {
 		if err := json.Unmarshal(raw, &d); err != nil {
 			return nil, fmt.Errorf("%w: Deployment: %v", ErrManifest, err)
 		}
-		p, err := fromDeployment(&d)
+		p, err := fromDeployment(&d, false)
 		if err != nil {
 			return nil, err
 		}
@@ -149,7 +172,10 @@ func Parse(r io.Reader) (*Set, error) {
 	return set, nil
 }
 
-func fromDeployment(d *appsv1.Deployment) (Pool, error) {
+// fromDeployment reads the pool of a Deployment. live is false for a
+// manifest file: its pods can only be told apart by LabelConfig, since
+// the pod-template-hash of a ReplicaSet is known only to the cluster.
+func fromDeployment(d *appsv1.Deployment, live bool) (Pool, error) {
 	t := d.Spec.Template
 	name := t.Labels[LabelPool]
 	if name == "" || t.Labels[LabelState] != StateIdle {
@@ -163,13 +189,80 @@ func fromDeployment(d *appsv1.Deployment) (Pool, error) {
 	if c == nil {
 		return Pool{}, fmt.Errorf("%w: Deployment %q: no container runs warmpod (command[0] named warmpod, or the %s annotation)", ErrManifest, d.Name, AnnotationBin)
 	}
-	p := Pool{Name: name, Image: c.Image, Container: c.Name, Bin: binOf(&t, c), Template: *t.DeepCopy(), FileHash: t.Labels[LabelConfig]}
+	p := Pool{Name: name, Image: c.Image, Container: c.Name, Bin: binOf(&t, c), Template: *t.DeepCopy(),
+		FileHash: t.Labels[LabelConfig], HashLabel: hashLabel(c)}
+	switch p.HashLabel {
+	case LabelConfig:
+		p.rehash()
+	case LabelTemplateHash:
+		if !live {
+			return Pool{}, fmt.Errorf("%w: Deployment %q: WARMPOD_CONFIG_HASH reads %s, which only the cluster knows: let the driver read the pools from the cluster (no --pools), or label the template with %s", ErrManifest, d.Name, LabelTemplateHash, LabelConfig)
+		}
+		// The caller sets Hash from the current ReplicaSet.
+	default:
+		return Pool{}, fmt.Errorf("%w: Deployment %q: WARMPOD_CONFIG_HASH reads the label %q: want %s or %s", ErrManifest, d.Name, p.HashLabel, LabelTemplateHash, LabelConfig)
+	}
+	return p, nil
+}
+
+// hashLabel is the label c's WARMPOD_CONFIG_HASH reads through the
+// downward API (metadata.labels['KEY']), LabelConfig when it reads none:
+// the hash the driver sends must be the one warmpod compares it with.
+func hashLabel(c *corev1.Container) string {
+	for _, e := range c.Env {
+		if e.Name != "WARMPOD_CONFIG_HASH" || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil {
+			continue
+		}
+		f := e.ValueFrom.FieldRef.FieldPath
+		if k, ok := strings.CutPrefix(f, "metadata.labels['"); ok && strings.HasSuffix(k, "']") {
+			return strings.TrimSuffix(k, "']")
+		}
+		return f
+	}
+	return LabelConfig
+}
+
+// rehash sets Hash to [Hash] of the template and writes it into the
+// template's HashLabel: the template of a cold pod, or of a file's pool.
+func (p *Pool) rehash() {
 	p.Hash = Hash(&p.Template)
 	if p.Template.Labels == nil {
 		p.Template.Labels = map[string]string{}
 	}
-	p.Template.Labels[LabelConfig] = p.Hash
-	return p, nil
+	p.Template.Labels[p.hashKey()] = p.Hash
+}
+
+// hashKey is HashLabel, LabelConfig when unset (a Pool built by hand).
+func (p Pool) hashKey() string {
+	if p.HashLabel == "" {
+		return LabelConfig
+	}
+	return p.HashLabel
+}
+
+// Stale tells that the manifest's LabelConfig is not the hash of its
+// template (edited without `pool-hash`): pods applied from it are never
+// claimed warm, and the driver says so in the job's log.
+func (p Pool) Stale() bool { return p.hashKey() == LabelConfig && p.FileHash != p.Hash }
+
+// Modified returns a copy of p whose template edit has changed, with the
+// hash recomputed: the template of a cold pod (another image, services,
+// resources). edit gets a deep copy.
+func (p Pool) Modified(edit func(t *corev1.PodTemplateSpec)) Pool {
+	p.Template = *p.Template.DeepCopy()
+	edit(&p.Template)
+	p.rehash()
+	return p
+}
+
+// BuildContainer is p's warmpod container in t (nil if t has none).
+func (p Pool) BuildContainer(t *corev1.PodTemplateSpec) *corev1.Container {
+	for i := range t.Spec.Containers {
+		if t.Spec.Containers[i].Name == p.Container {
+			return &t.Spec.Containers[i]
+		}
+	}
+	return nil
 }
 
 // warmpodContainer is the container whose command[0] is a warmpod binary,
@@ -198,7 +291,8 @@ func binOf(t *corev1.PodTemplateSpec, c *corev1.Container) string {
 }
 
 // Hash is the configuration hash of a pod template: the first 32 hex
-// digits of the SHA-256 of its JSON form without the LabelConfig label
+// digits of the SHA-256 of its JSON form without the hash labels
+// (LabelConfig, LabelTemplateHash)
 // (encoding/json writes struct fields in order and map keys sorted, so
 // equal templates hash equally). Put it in the template as LabelConfig
 // (`warmpod-gitlab pool-hash FILE` prints it): the driver claims only pods
@@ -206,6 +300,7 @@ func binOf(t *corev1.PodTemplateSpec, c *corev1.Container) string {
 func Hash(t *corev1.PodTemplateSpec) string {
 	c := t.DeepCopy()
 	delete(c.Labels, LabelConfig)
+	delete(c.Labels, LabelTemplateHash)
 	if len(c.Labels) == 0 {
 		c.Labels = nil
 	}
@@ -229,16 +324,12 @@ func (s *Set) ForImage(image string) (p Pool, warm bool) {
 			return p, true
 		}
 	}
-	p = s.Pools[0]
-	p.Template = *p.Template.DeepCopy()
-	for i := range p.Template.Spec.Containers {
-		if p.Template.Spec.Containers[i].Name == p.Container {
-			p.Template.Spec.Containers[i].Image = image
+	p = s.Pools[0].Modified(func(t *corev1.PodTemplateSpec) {
+		if c := s.Pools[0].BuildContainer(t); c != nil {
+			c.Image = image
 		}
-	}
+	})
 	p.Image = image
-	p.Hash = Hash(&p.Template)
-	p.Template.Labels[LabelConfig] = p.Hash
 	return p, false
 }
 
@@ -286,24 +377,22 @@ func (p Pool) Sidecars() []string {
 // policy when it sets none) and the hash recomputed: the template of a
 // cold pod for a job whose services no pool has.
 func (p Pool) WithSidecars(sidecars []corev1.Container) Pool {
-	p.Template = *p.Template.DeepCopy()
-	spec := &p.Template.Spec
-	var keep []corev1.Container
-	var policy corev1.PullPolicy
-	for _, c := range spec.Containers {
-		if c.Name == p.Container {
+	return p.Modified(func(t *corev1.PodTemplateSpec) {
+		spec := &t.Spec
+		var keep []corev1.Container
+		var policy corev1.PullPolicy
+		for _, c := range spec.Containers {
+			if c.Name == p.Container {
+				keep = append(keep, c)
+				policy = c.ImagePullPolicy
+			}
+		}
+		for _, c := range sidecars {
+			if c.ImagePullPolicy == "" {
+				c.ImagePullPolicy = policy
+			}
 			keep = append(keep, c)
-			policy = c.ImagePullPolicy
 		}
-	}
-	for _, c := range sidecars {
-		if c.ImagePullPolicy == "" {
-			c.ImagePullPolicy = policy
-		}
-		keep = append(keep, c)
-	}
-	spec.Containers = keep
-	p.Hash = Hash(&p.Template)
-	p.Template.Labels[LabelConfig] = p.Hash
-	return p
+		spec.Containers = keep
+	})
 }

@@ -1,0 +1,147 @@
+package pool
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// liveDeployment is a pool Deployment as the API server holds it, whose
+// warmpod reads hashLabel, at revision rev (generation gen, seen up to
+// observed).
+func liveDeployment(name, hashLabel string, rev string, gen, observed int64) *appsv1.Deployment {
+	sel := map[string]string{LabelPool: name, LabelState: StateIdle}
+	labels := map[string]string{LabelPool: name, LabelState: StateIdle}
+	env := []corev1.EnvVar{{Name: "WARMPOD_CONFIG_HASH", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + hashLabel + "']"}}}}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ci", UID: types.UID("uid-" + name), Generation: gen,
+			Labels:      map[string]string{"app.kubernetes.io/name": "warmpod", "app.kubernetes.io/component": "pool"},
+			Annotations: map[string]string{annotationRevision: rev}},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "build", Image: name + ":1", Command: []string{"/wp/warmpod"}, Env: env}}}}},
+		Status: appsv1.DeploymentStatus{ObservedGeneration: observed},
+	}
+}
+
+func replicaSet(d *appsv1.Deployment, rev, hash string) *appsv1.ReplicaSet {
+	yes := true
+	l := map[string]string{LabelTemplateHash: hash}
+	for k, v := range d.Spec.Template.Labels {
+		l[k] = v
+	}
+	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-" + hash, Namespace: "ci", Labels: l,
+		Annotations:     map[string]string{annotationRevision: rev},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: &yes}}}}
+}
+
+func TestPoolsFromTheCluster(t *testing.T) {
+	cur := liveDeployment("busybox", LabelTemplateHash, "2", 2, 2)
+	rolling := liveDeployment("alpine", LabelTemplateHash, "3", 3, 2) // the controller has not seen generation 3
+	rolling.Annotations[AnnotationDefault] = "true"
+	byHand := liveDeployment("golang", LabelConfig, "1", 1, 1)
+	byHand.Spec.Template.Labels[LabelConfig] = "pasted"
+	broken := liveDeployment("broken", LabelTemplateHash, "1", 1, 1)
+	broken.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{LabelPool: "broken"}}
+	other := liveDeployment("not-a-pool", LabelTemplateHash, "1", 1, 1)
+	other.Labels = nil
+	k := &Kube{Namespace: "ci", CS: fake.NewClientset(cur, rolling, byHand, broken, other,
+		replicaSet(cur, "1", "old111"), replicaSet(cur, "2", "new222"), replicaSet(rolling, "2", "alp222"), replicaSet(byHand, "1", "gol111"))}
+
+	set, err := k.Pools(context.Background())
+	require.NoError(t, err)
+	var names []string
+	for _, p := range set.Pools {
+		names = append(names, p.Name)
+	}
+	assert.Equal(t, []string{"alpine", "busybox", "golang"}, names, "the annotated default first, then by name; the broken one and the unlabelled one left out")
+	require.Len(t, set.Warnings, 1)
+	assert.Contains(t, set.Warnings[0], `Deployment "broken"`)
+
+	alpine, busybox, golang := set.Pools[0], set.Pools[1], set.Pools[2]
+	assert.True(t, alpine.Pending, "no ReplicaSet of generation 3 yet")
+	assert.Equal(t, Hash(&alpine.Template), alpine.Hash, "a cold pod of a pending pool gets its template's own hash")
+	assert.Equal(t, alpine.Hash, alpine.Template.Labels[LabelTemplateHash])
+
+	assert.False(t, busybox.Pending)
+	assert.Equal(t, "new222", busybox.Hash, "the current ReplicaSet's hash, not the old one's")
+	assert.Equal(t, LabelTemplateHash, busybox.HashLabel)
+	assert.Equal(t, "new222", busybox.Template.Labels[LabelTemplateHash], "a cold pod of the live template carries the hash warmpod compares")
+	assert.False(t, busybox.Stale())
+
+	assert.Equal(t, LabelConfig, golang.HashLabel)
+	assert.True(t, golang.Stale(), "a pasted hash that is not the template's")
+
+	// A pending pool claims nothing.
+	pod, err := k.ClaimWarm(context.Background(), alpine, Owner{Job: "1"}, 0)
+	require.NoError(t, err)
+	assert.Nil(t, pod)
+}
+
+func TestPoolsFromAnEmptyNamespace(t *testing.T) {
+	k := &Kube{Namespace: "ci", CS: fake.NewClientset()}
+	_, err := k.Pools(context.Background())
+	assert.ErrorIs(t, err, ErrManifest)
+}
+
+func TestAFileCannotUseTheTemplateHash(t *testing.T) {
+	d := liveDeployment("busybox", LabelTemplateHash, "1", 1, 1)
+	_, err := fromDeployment(d, false)
+	assert.ErrorIs(t, err, ErrManifest)
+	assert.Contains(t, err.Error(), "only the cluster knows")
+	d = liveDeployment("busybox", "app", "1", 1, 1)
+	_, err = fromDeployment(d, true)
+	assert.ErrorContains(t, err, `reads the label "app"`)
+}
+
+func TestResizeApplied(t *testing.T) {
+	q := resource.MustParse
+	want := corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("500m")}, Limits: corev1.ResourceList{"memory": q("256Mi")}}
+	status := func(gen, observed int64, res *corev1.ResourceRequirements, conds ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Status: corev1.PodStatus{ObservedGeneration: observed,
+			Conditions: conds, ContainerStatuses: []corev1.ContainerStatus{{Name: "build", Resources: res}}}}
+	}
+	applied := &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("0.5"), "memory": q("32Mi")}, Limits: corev1.ResourceList{"memory": q("256Mi")}}
+	old := &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("10m"), "memory": q("32Mi")}}
+	cond := func(typ corev1.PodConditionType, reason string) corev1.PodCondition {
+		return corev1.PodCondition{Type: typ, Status: corev1.ConditionTrue, Reason: reason, Message: "node says " + reason}
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		done bool
+		err  error
+	}{
+		{"applied", status(2, 2, applied), true, nil},
+		{"not yet", status(2, 2, old), false, nil},
+		{"status of the spec before the patch", status(2, 1, applied), false, nil},
+		{"no observed generation (before 1.34)", status(2, 0, applied), true, nil},
+		{"deferred", status(2, 2, old, cond(corev1.PodResizePending, corev1.PodReasonDeferred)), false, nil},
+		{"infeasible", status(2, 2, old, cond(corev1.PodResizePending, corev1.PodReasonInfeasible)), false, ErrResizeInfeasible},
+		{"in progress", status(2, 2, applied, cond(corev1.PodResizeInProgress, "")), false, nil},
+		{"failed", status(2, 2, old, cond(corev1.PodResizeInProgress, corev1.PodReasonError)), false, ErrResizeUnsupported},
+		{"another container", &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "svc-0", Resources: applied}}}}, false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done, state, err := ResizeApplied(tc.pod, "build", want)
+			assert.Equal(t, tc.done, done)
+			if tc.err != nil {
+				assert.ErrorIs(t, err, tc.err)
+				assert.Contains(t, err.Error(), "node says")
+				return
+			}
+			require.NoError(t, err)
+			if !done {
+				assert.NotEmpty(t, state)
+			}
+		})
+	}
+}
