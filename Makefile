@@ -82,11 +82,32 @@ BUSYBOX    ?= /bin/busybox
 GLR_DIR    ?= $(SHARED)/gitlab-runner
 HOOKS_DIR  ?= $(SHARED)/actions-hooks
 
-.PHONY: image-tar e2e-kube gitlab-runner actions-hooks bench-kube bench-github
+GLR_BIN    ?= /var/tmp/glr/bin
+HELPER_IMAGE ?= localhost/warmpod-gitlab-helper:dev
+HELPER_TAR := bin/gitlab-helper-image.tar
+
+.PHONY: image-tar e2e-kube gitlab-runner gitlab-helper image-gitlab-helper actions-hooks bench-kube bench-github
 
 gitlab-runner: ## build the real GitLab Runner + mock coordinator of ../shared/gitlab-runner (cached under /var/tmp/glr)
 	@test -x $(GLR_DIR)/build.sh || { echo "$(GLR_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
 	$(GLR_DIR)/build.sh
+
+gitlab-helper: ## build GitLab Runner's helper binary (gitlab-runner-helper) of ../shared/gitlab-runner into $(GLR_BIN)
+	@test -x $(GLR_DIR)/build-helper.sh || { echo "$(GLR_DIR)/build-helper.sh not found (set SHARED=path/to/shared)"; exit 1; }
+	GLR_OUT=$(GLR_BIN) $(GLR_DIR)/build-helper.sh
+
+# The helper image is laid out as GitLab's helper images are
+# (/usr/bin/gitlab-runner-helper and a shell's cp), so the pool template's
+# init container is the same here and in deploy/pool.yaml.
+image-gitlab-helper: gitlab-helper ## OCI image (busybox-static + gitlab-runner-helper) → bin/gitlab-helper-image.tar
+	@test -x $(BUSYBOX) || { echo "image-gitlab-helper: $(BUSYBOX) missing (apt-get install busybox-static)"; exit 1; }
+	rm -rf $(IMAGE_ROOT)-helper
+	mkdir -p $(IMAGE_ROOT)-helper/bin $(IMAGE_ROOT)-helper/usr/bin $(IMAGE_ROOT)-helper/tmp
+	install -m 0755 $(BUSYBOX) $(IMAGE_ROOT)-helper/bin/busybox
+	for a in sh cp; do ln -sf busybox $(IMAGE_ROOT)-helper/bin/$$a; done
+	install -m 0755 $(GLR_BIN)/gitlab-runner-helper $(IMAGE_ROOT)-helper/usr/bin/gitlab-runner-helper
+	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT)-helper $(HELPER_IMAGE) $(HELPER_TAR) '["/usr/bin/gitlab-runner-helper"]'
+	rm -rf $(IMAGE_ROOT)-helper
 
 actions-hooks: ## build ../shared/actions-hooks: the upstream k8s hook, hookrun, the job/runner/service images (imported into the running cluster)
 	@test -x $(HOOKS_DIR)/build.sh || { echo "$(HOOKS_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
@@ -108,23 +129,25 @@ image-tar: build ## OCI image (busybox-static + warmpod) → bin/warmpod-image.t
 	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT) $(IMAGE) $(IMAGE_TAR) '["/usr/local/bin/warmpod"]'
 	rm -rf $(IMAGE_ROOT)
 
-e2e-kube: image-tar gitlab-runner ## Kubernetes end-to-end tests, GitLab Runner jobs and Actions hook jobs included (starts ../shared/kube-e2e when KUBECONFIG is unset)
+e2e-kube: image-tar gitlab-runner image-gitlab-helper ## Kubernetes end-to-end tests, GitLab Runner jobs and Actions hook jobs included (starts ../shared/kube-e2e when KUBECONFIG is unset)
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
 	fi; \
 	echo "KUBECONFIG=$$KUBECONFIG"; \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(HELPER_TAR); \
 	$(MAKE) --no-print-directory actions-hooks; \
 	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) GLR_DIR=$(GLR_DIR) HOOKS_DIR=$(HOOKS_DIR) \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m ./e2e/kube/
 
-bench-kube: image-tar gitlab-runner ## GitLab Runner job overhead, warm pool vs cold pod, 20 jobs each (real cluster) → bench/results.md section
+bench-kube: image-tar gitlab-runner image-gitlab-helper ## GitLab Runner job overhead, warm pool vs cold pod, 20 jobs each (real cluster) → bench/results.md section
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
 	fi; \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(HELPER_TAR); \
 	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) GLR_DIR=$(GLR_DIR) WARMPOD_KUBE_BENCH=$(CURDIR)/bench/gitlab-kube.md \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m -run TestGitLabOverheadBench ./e2e/kube/
 

@@ -85,6 +85,8 @@ type glrPool struct {
 
 type poolOpts struct {
 	replicas    int
+	extra       []string // more pool manifests to apply (their replicas count in waitIdle's n)
+	idle        int      // Ready idle pods to wait for (default replicas)
 	proxy       bool     // the driver reaches the API server through a proxy that can cut streams
 	flags       []string // extra driver flags
 	prepareGate string   // a file prepare.sh waits for (the concurrency test's barrier)
@@ -94,13 +96,16 @@ func newPool(t *testing.T, o poolOpts) *glrPool {
 	t.Helper()
 	ns := newNamespace(t, "glr", true)
 	p := &glrPool{ns: ns, dir: t.TempDir()}
-	for _, f := range []string{"deploy/gitlab-rbac.yaml", "deploy/kube-e2e/pool.yaml"} {
+	for _, f := range append([]string{"deploy/gitlab-rbac.yaml", "deploy/kube-e2e/pool.yaml"}, o.extra...) {
 		out, err := exec.Command(kubectl, "apply", "-n", ns, "-f", filepath.Join(repoRoot, f)).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
 	out, err := exec.Command(kubectl, "scale", "-n", ns, "deployment/busybox", "--replicas", strconv.Itoa(o.replicas)).CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	waitIdle(t, ns, o.replicas, 2*time.Minute)
+	if o.idle == 0 {
+		o.idle = o.replicas
+	}
+	waitIdle(t, ns, o.idle, 2*time.Minute)
 
 	kc := saKubeconfig(t, ns, "warmpod-gitlab")
 	if o.proxy {
@@ -114,7 +119,8 @@ func newPool(t *testing.T, o poolOpts) *glrPool {
 	require.NoError(t, os.WriteFile(p.kubeconfig, b, 0o600))
 
 	p.timingsFile = filepath.Join(p.dir, "timings.jsonl")
-	flags := []string{"--pools", filepath.Join(repoRoot, "deploy/kube-e2e/pool.yaml"), "--kubeconfig", p.kubeconfig,
+	// No --pools: the driver reads the pool Deployments from the cluster.
+	flags := []string{"--kubeconfig", p.kubeconfig,
 		"--state-dir", filepath.Join(p.dir, "state"), "--timings", p.timingsFile, "--ready-timeout", "3m"}
 	flags = append(flags, o.flags...)
 	for _, c := range []string{"config", "prepare", "run", "cleanup"} {

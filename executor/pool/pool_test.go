@@ -13,12 +13,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -82,11 +84,44 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
-// The manifests in deploy/ carry the hash of their own template, so the
-// pods they make are the ones the driver claims.
+// The GitLab pool manifests in deploy/ are pools the driver reads from the
+// cluster: warmpod reads pod-template-hash, and no hash is written by hand.
+func TestDeployGitLabPoolsNeedNoHash(t *testing.T) {
+	_, file, _, _ := runtime.Caller(0)
+	for _, f := range []string{"deploy/pool.yaml", "deploy/kube-e2e/pool.yaml"} {
+		raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", f))
+		require.NoError(t, err)
+		assert.NotContains(t, string(raw), LabelConfig+":", f)
+		_, err = Parse(strings.NewReader(string(raw)))
+		assert.ErrorContains(t, err, "only the cluster knows", "%s: a file cannot tell its pods apart", f)
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 64<<10)
+		n := 0
+		for {
+			var d appsv1.Deployment
+			if err := dec.Decode(&d); err != nil {
+				break
+			}
+			if d.Kind != "Deployment" {
+				continue
+			}
+			n++
+			assert.Equal(t, "warmpod", d.Labels["app.kubernetes.io/name"], f)
+			assert.Equal(t, "pool", d.Labels["app.kubernetes.io/component"], f)
+			p, err := fromDeployment(&d, true)
+			require.NoError(t, err, f)
+			assert.Equal(t, LabelTemplateHash, p.HashLabel, f)
+			c := p.BuildContainer(&p.Template)
+			assert.Len(t, c.ResizePolicy, 2, "%s: cpu and memory resize in place", f)
+		}
+		assert.Equal(t, 1, n, f)
+	}
+}
+
+// The GitHub pool manifests in deploy/ carry the hash of their own
+// template, so the pods they make are the ones the hook claims.
 func TestDeployManifestsCarryTheirHash(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
-	for _, f := range []string{"deploy/pool.yaml", "deploy/kube-e2e/pool.yaml", "deploy/kube-e2e/github-pool.yaml", "deploy/github-pool.yaml"} {
+	for _, f := range []string{"deploy/kube-e2e/github-pool.yaml", "deploy/github-pool.yaml"} {
 		set, err := Load(filepath.Join(filepath.Dir(file), "..", "..", f))
 		require.NoError(t, err, f)
 		for i, p := range set.Pools {
