@@ -141,7 +141,7 @@ e2e-kube: image-tar gitlab-runner image-gitlab-helper ## Kubernetes end-to-end t
 	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) GLR_DIR=$(GLR_DIR) HOOKS_DIR=$(HOOKS_DIR) \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m ./e2e/kube/
 
-bench-kube: image-tar gitlab-runner image-gitlab-helper ## GitLab Runner job overhead, warm pool vs cold pod, 20 jobs each (real cluster) → bench/results.md section
+bench-kube: image-tar gitlab-runner image-gitlab-helper ## GitLab Runner job overhead, warm pool vs cold pod (plain, artifacts+cache, resized jobs; real cluster) → bench/gitlab-kube.md, bench/gitlab-features-kube.md
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
@@ -149,7 +149,8 @@ bench-kube: image-tar gitlab-runner image-gitlab-helper ## GitLab Runner job ove
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(HELPER_TAR); \
 	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) GLR_DIR=$(GLR_DIR) WARMPOD_KUBE_BENCH=$(CURDIR)/bench/gitlab-kube.md \
-	  $(GO) test -tags kube -count=1 -v -timeout 50m -run TestGitLabOverheadBench ./e2e/kube/
+	  WARMPOD_KUBE_FEATURES_BENCH=$(CURDIR)/bench/gitlab-features-kube.md \
+	  $(GO) test -tags kube -count=1 -v -timeout 50m -run 'TestGitLab(Overhead|Features)Bench' ./e2e/kube/
 
 bench-github: image-tar ## Actions hook: warmpod-github vs the upstream k8s-novolume hook, side by side through hookrun (real cluster) → bench/github-kube.md
 	@set -e; \
