@@ -221,7 +221,9 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	}
 	ej := executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job)}
 	if res != nil {
-		warm = d.fitResources(&ej, p, warm, res)
+		if warm, err = d.fitResources(&ej, p, warm, res); err != nil {
+			return err
+		}
 	}
 	c := d.core()
 	pod, err := c.Acquire(ctx, p, warm, ej)
@@ -321,13 +323,18 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 // is resized in place before job start (ej.Fit), and released for a cold
 // pod when the resize is refused, infeasible or not applied within
 // ResizeTimeout. A change the kubelet cannot make in place (ephemeral
-// storage) skips the warm pool. It returns whether to claim warm.
-func (d *Driver) fitResources(ej *executor.Job, p pool.Pool, warm bool, res *corev1.ResourceRequirements) bool {
+// storage) skips the warm pool. It returns whether to claim warm; an
+// error (a request above its limit once merged with the pool's) before
+// anything is claimed.
+func (d *Driver) fitResources(ej *executor.Job, p pool.Pool, warm bool, res *corev1.ResourceRequirements) (bool, error) {
 	var have corev1.ResourceRequirements
 	if c := p.BuildContainer(&p.Template); c != nil {
 		have = c.Resources
 	}
 	want := merged(have, res)
+	if err := requestsWithinLimits(want); err != nil {
+		return false, &SystemError{Err: fmt.Errorf("the job's resources with the pool's (%s): %w", describe(want), err)}
+	}
 	cold := p.Modified(func(t *corev1.PodTemplateSpec) {
 		if c := p.BuildContainer(t); c != nil {
 			c.Resources = want
@@ -339,10 +346,10 @@ func (d *Driver) fitResources(ej *executor.Job, p pool.Pool, warm bool, res *cor
 		if warm {
 			fmt.Fprintf(d.Stdout, "warmpod: the job asks for %s; ephemeral storage cannot change on a running pod: creating a cold pod\n", describe(*res))
 		}
-		return false
+		return false, nil
 	}
 	if !inPlace || !warm {
-		return warm
+		return warm, nil
 	}
 	ej.Fit = func(ctx context.Context, pod pool.Pod) error {
 		t0 := d.Now()
@@ -353,7 +360,7 @@ func (d *Driver) fitResources(ej *executor.Job, p pool.Pool, warm bool, res *cor
 		d.timing("resize", "", t0, nil)
 		return nil
 	}
-	return true
+	return true, nil
 }
 
 // timing appends one JSON line to Cfg.Timings.

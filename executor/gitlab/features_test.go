@@ -25,10 +25,15 @@ func TestServicesFromEnv(t *testing.T) {
 		"as the runner writes them": {raw: `[{"name":"postgres:16","alias":"db","entrypoint":null,"command":null,"variables":{"POSTGRES_DB":"db_1001"}},{"name":"redis:7","alias":"cache","entrypoint":["redis-server"],"command":["--port","6380"]}]`,
 			want: []Service{{Name: "postgres:16", Alias: "db", Variables: map[string]string{"POSTGRES_DB": "db_1001"}},
 				{Name: "redis:7", Alias: "cache", Entrypoint: []string{"redis-server"}, Command: []string{"--port", "6380"}}}},
-		"not json":         {raw: `[{"name":`, err: "want a JSON array"},
-		"an object":        {raw: `{"name":"x"}`, err: "want a JSON array"},
-		"no name":          {raw: `[{"alias":"db"}]`, err: "service 0 has no name"},
-		"alias not a host": {raw: `[{"name":"x","alias":"Db_1"}]`, err: `alias "Db_1"`},
+		"not json":             {raw: `[{"name":`, err: "want a JSON array"},
+		"an object":            {raw: `{"name":"x"}`, err: "want a JSON array"},
+		"no name":              {raw: `[{"alias":"db"}]`, err: "service 0 has no name"},
+		"alias not a host":     {raw: `[{"name":"x","alias":"Db_1"}]`, err: `alias "Db_1"`},
+		"variable name with =": {raw: `[{"name":"x","variables":{"A=B":"1"}}]`, err: `variable "A=B"`},
+		"empty variable name":  {raw: `[{"name":"x","variables":{"":"1"}}]`, err: `variable ""`},
+		"space in the image":   {raw: `[{"name":" redis:7 "}]`, err: "is not an image name"},
+		// Parsed per pool: a long name must not cost more than it is worth.
+		"a huge image name": {raw: `[{"name":"a` + strings.Repeat(":", 40000) + `"}]`, err: "is not an image name"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := ServicesFromEnv(Env{"CUSTOM_ENV_CI_JOB_SERVICES": tc.raw})
@@ -56,6 +61,7 @@ func TestServiceHostnames(t *testing.T) {
 		{Service{Name: "localhost/kube-e2e/busybox:v1", Alias: "web"}, []string{"localhost-kube-e2e-busybox", "web"}},
 		{Service{Name: "registry.example.com:5000/group/img@sha256:0123"}, []string{"registry.example.com-group-img"}},
 		{Service{Name: "Mixed/Case"}, nil},
+		{Service{Name: "a" + strings.Repeat(":", 500)}, nil}, // no DNS name, and fast
 	} {
 		assert.Equal(t, tc.want, tc.svc.hostnames(), tc.svc.Name)
 	}
@@ -154,6 +160,7 @@ func TestOverwrites(t *testing.T) {
 		{"ephemeral storage", Env{"CUSTOM_ENV_KUBERNETES_EPHEMERAL_STORAGE_REQUEST": "1Gi"}, "requests ephemeral-storage=1Gi", 1, ""},
 		{"above the bound", Env{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "1500m"}, "", 0, `the resource "CPURequest" requested "1500m" is higher than limit allowed "1"`},
 		{"not a quantity", Env{"CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT": "lots"}, "", 0, `KUBERNETES_MEMORY_LIMIT="lots": not a Kubernetes quantity`},
+		{"negative", Env{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "-1"}, "", 0, `KUBERNETES_CPU_REQUEST="-1": a resource cannot be negative`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, notes, err := Overwrites(tc.env, bounds)
@@ -223,6 +230,30 @@ func TestPrepareEphemeralStorageGoesCold(t *testing.T) {
 	assert.Len(t, fc.warm, 1, "no warm pod claimed")
 	require.Len(t, fc.coldPools, 1)
 	assert.Contains(t, out.String(), "ephemeral storage cannot change on a running pod")
+}
+
+func TestServiceContainerNamesDoNotCollide(t *testing.T) {
+	set, err := pool.Parse(strings.NewReader(strings.ReplaceAll(servicePools, "name: build,", "name: svc-0,")))
+	require.NoError(t, err)
+	p, warm := pickPool(set, "alpine:3.20", []Service{{Name: "redis:7"}, {Name: "nginx:1"}})
+	require.False(t, warm)
+	var names []string
+	for _, c := range p.Template.Spec.Containers {
+		names = append(names, c.Name)
+	}
+	assert.Equal(t, []string{"svc-0", "svc-0-1", "svc-1"}, names)
+}
+
+func TestPrepareRefusesARequestAboveItsLimit(t *testing.T) {
+	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+	// The pool requests 32Mi; a 16Mi limit is below it.
+	d, _ := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT": "16Mi"})
+	err := d.Prepare(context.Background())
+	var se *SystemError
+	require.ErrorAs(t, err, &se)
+	assert.Contains(t, err.Error(), "the memory request 32Mi is above its limit 16Mi")
+	assert.Len(t, fc.warm, 1, "nothing claimed")
+	assert.Zero(t, fc.colds)
 }
 
 func TestPrepareRefusesAnOverwriteAboveItsBound(t *testing.T) {

@@ -74,6 +74,10 @@ func Overwrites(e Env, b Bounds) (*corev1.ResourceRequirements, []string, error)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s=%q: not a Kubernetes quantity: %v", o.variable, v, err)
 		}
+		if q.Sign() < 0 {
+			// Under any bound, and refused only later by the API server.
+			return nil, nil, fmt.Errorf("%s=%q: a resource cannot be negative", o.variable, v)
+		}
 		if q.Cmp(max) > 0 {
 			return nil, nil, fmt.Errorf("%s: the resource %q requested %q is higher than limit allowed %q", o.variable, o.field, v, bound)
 		}
@@ -153,4 +157,16 @@ func describe(r corev1.ResourceRequirements) string {
 		}
 	}
 	return s
+}
+
+// requestsWithinLimits refuses a request above its limit (the API server
+// would refuse the resize and the cold pod alike): a job's request above
+// the pool's limit, or a job's limit below the pool's request.
+func requestsWithinLimits(r corev1.ResourceRequirements) error {
+	for n, req := range r.Requests {
+		if lim, ok := r.Limits[n]; ok && req.Cmp(lim) > 0 {
+			return fmt.Errorf("the %s request %s is above its limit %s", n, req.String(), lim.String())
+		}
+	}
+	return nil
 }

@@ -43,6 +43,14 @@ func ServicesFromEnv(e Env) ([]Service, error) {
 		if strings.TrimSpace(s.Name) == "" {
 			return nil, fmt.Errorf("CUSTOM_ENV_CI_JOB_SERVICES: service %d has no name", i)
 		}
+		if len(s.Name) > maxImageName || strings.ContainsAny(s.Name, " \t\r\n") {
+			return nil, fmt.Errorf("CUSTOM_ENV_CI_JOB_SERVICES: service %d: %.64q is not an image name", i, s.Name)
+		}
+		for k := range s.Variables {
+			if errs := validation.IsEnvVarName(k); len(errs) > 0 {
+				return nil, fmt.Errorf("CUSTOM_ENV_CI_JOB_SERVICES: service %s: variable %q: %s", s.Name, k, strings.Join(errs, "; "))
+			}
+		}
 		for _, a := range s.aliases() {
 			if errs := validation.IsDNS1123Subdomain(a); len(errs) > 0 {
 				return nil, fmt.Errorf("CUSTOM_ENV_CI_JOB_SERVICES: service %s: alias %q: %s", s.Name, a, strings.Join(errs, "; "))
@@ -64,19 +72,20 @@ func (s Service) aliases() []string {
 	return out
 }
 
-var (
-	imageTag  = regexp.MustCompile(`(@[^/]*|:[^:/]*)$`)
-	imagePort = regexp.MustCompile(`^([^/]*?):[0-9]+(/|$)`)
-)
+// maxImageName bounds a service's image name: a registry host, a path
+// and a tag or digest fit in far less, and the name is parsed per pool.
+const maxImageName = 512
+
+var imagePort = regexp.MustCompile(`^([^/]*?):[0-9]+(/|$)`)
 
 // hostnames are the names the job reaches service s by: the names the
 // Kubernetes executor derives from its image (registry and path without
 // tag, digest or port, with "/" as "__" and as "-"; kept only when they
 // are DNS-1123 subdomains, as the executor keeps them) and its aliases.
 func (s Service) hostnames() []string {
-	base := s.Name
-	for imageTag.MatchString(base) {
-		base = imageTag.ReplaceAllString(base, "")
+	base, _, _ := strings.Cut(s.Name, "@") // the digest
+	if i := strings.LastIndexByte(base, ':'); i > strings.LastIndexByte(base, '/') {
+		base = base[:i] // the tag (a colon before the last slash is a port)
 	}
 	base = imagePort.ReplaceAllString(base, "$1$2")
 	var out []string
@@ -93,11 +102,11 @@ func (s Service) hostnames() []string {
 	return out
 }
 
-// container is service i as a container of the job's pod, named as the
-// Kubernetes executor names it (svc-0, svc-1, …): entrypoint as command,
-// command as args, variables as its environment in name order.
-func (s Service) container(i int) corev1.Container {
-	c := corev1.Container{Name: "svc-" + strconv.Itoa(i), Image: s.Name, Command: s.Entrypoint, Args: s.Command}
+// container is the service as a container of the job's pod named name:
+// entrypoint as command, command as args, variables as its environment in
+// name order.
+func (s Service) container(name string) corev1.Container {
+	c := corev1.Container{Name: name, Image: s.Name, Command: s.Entrypoint, Args: s.Command}
 	for _, k := range slices.Sorted(maps.Keys(s.Variables)) {
 		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: s.Variables[k]})
 	}
@@ -162,10 +171,21 @@ func servesServices(p pool.Pool, svcs []Service) bool {
 // service hostname to 127.0.0.1, first, as the Kubernetes executor puts
 // it: a pod's containers share its network namespace.
 func withServices(p pool.Pool, svcs []Service) pool.Pool {
+	// Containers are named as the Kubernetes executor names them (svc-0,
+	// svc-1, …), unless the template already has a container of that name.
+	taken := map[string]bool{p.Container: true}
+	for _, c := range p.Template.Spec.InitContainers {
+		taken[c.Name] = true
+	}
 	var cs []corev1.Container
 	var names []string
 	for i, s := range svcs {
-		cs = append(cs, s.container(i))
+		name := "svc-" + strconv.Itoa(i)
+		for n := 1; taken[name]; n++ {
+			name = fmt.Sprintf("svc-%d-%d", i, n)
+		}
+		taken[name] = true
+		cs = append(cs, s.container(name))
 		for _, n := range s.hostnames() {
 			if !slices.Contains(names, n) {
 				names = append(names, n)

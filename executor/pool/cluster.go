@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -20,18 +21,15 @@ const PoolSelector = "app.kubernetes.io/name=warmpod,app.kubernetes.io/component
 // that have no pool. Without it the default is the first pool by name.
 const AnnotationDefault = "warmpod.dev/default-pool"
 
-// annotationRevision is the Deployment controller's revision number, on
-// a Deployment and on each of its ReplicaSets: the ReplicaSet whose
-// revision is the Deployment's holds its live template.
-const annotationRevision = "deployment.kubernetes.io/revision"
-
 // Pools reads the pools of the namespace from the cluster: the
 // Deployments labelled [PoolSelector], with their live templates. A pool
 // whose warmpod reads LabelTemplateHash gets the pod-template-hash of the
 // Deployment's current ReplicaSet as its Hash, so only pods made from the
 // live template are claimed, with no hash written by hand; until the
 // controller has made that ReplicaSet (a rollout that has just begun) the
-// pool is Pending. A Deployment that is not a usable pool is left out and
+// pool is Pending. A pool whose warmpod reads LabelConfig is Pending too
+// (with a warning): no hash computed here can tell its pods apart. A
+// Deployment that is not a usable pool is left out and
 // named in Set.Warnings, so one bad Deployment does not stop every job.
 // Errors: the API server's (RBAC: list on deployments and replicasets in
 // the apps group), and [ErrManifest] when no usable pool is left.
@@ -56,6 +54,14 @@ func (k *Kube) Pools(ctx context.Context) (*Set, error) {
 		if err != nil {
 			set.Warnings = append(set.Warnings, err.Error())
 			continue
+		}
+		if p.HashLabel == LabelConfig {
+			// A hash computed from the live template (with the API
+			// server's defaults filled in) never equals one computed from
+			// a file, and a label pasted by hand may name an older
+			// template too: no pod of this pool is safe to claim.
+			p.Pending = true
+			set.Warnings = append(set.Warnings, fmt.Sprintf("Deployment %q: its warmpod reads %s (or no WARMPOD_CONFIG_HASH): a pool read from the cluster tells today's pods by %s; set WARMPOD_CONFIG_HASH from metadata.labels['%s'] (deploy/pool.yaml). Its jobs get cold pods until then", d.Name, LabelConfig, LabelTemplateHash, LabelTemplateHash))
 		}
 		if p.HashLabel == LabelTemplateHash {
 			if rsets == nil {
@@ -85,25 +91,25 @@ func (k *Kube) Pools(ctx context.Context) (*Set, error) {
 }
 
 // currentHash is the pod-template-hash of d's current ReplicaSet: the one
-// d owns whose revision is d's, once the controller has seen d's latest
-// generation (before that, the newest ReplicaSet may still be of the old
-// template). "" when there is none yet.
+// d controls whose pod template is d's live template, apart from the
+// pod-template-hash label (how the Deployment controller itself finds its
+// new ReplicaSet). Comparing templates, not the revision annotation, keeps
+// a paused Deployment's or a half-seen edit's old pods from being claimed:
+// the controller updates a paused Deployment's revision bookkeeping but
+// makes no ReplicaSet for its new template. "" when there is none yet.
 func currentHash(d *appsv1.Deployment, rsets []appsv1.ReplicaSet) string {
-	if d.Status.ObservedGeneration < d.Generation {
-		return ""
-	}
-	rev := d.Annotations[annotationRevision]
-	if rev == "" {
-		return ""
-	}
 	for _, rs := range rsets {
-		if rs.Annotations[annotationRevision] != rev {
+		owned := false
+		for _, o := range rs.OwnerReferences {
+			owned = owned || o.UID == d.UID && o.Controller != nil && *o.Controller
+		}
+		if !owned || rs.Labels[LabelTemplateHash] == "" {
 			continue
 		}
-		for _, o := range rs.OwnerReferences {
-			if o.UID == d.UID && o.Controller != nil && *o.Controller {
-				return rs.Labels[LabelTemplateHash]
-			}
+		t := rs.Spec.Template.DeepCopy()
+		delete(t.Labels, LabelTemplateHash)
+		if apiequality.Semantic.DeepEqual(*t, d.Spec.Template) {
+			return rs.Labels[LabelTemplateHash]
 		}
 	}
 	return ""

@@ -15,43 +15,45 @@ import (
 )
 
 // liveDeployment is a pool Deployment as the API server holds it, whose
-// warmpod reads hashLabel, at revision rev (generation gen, seen up to
-// observed).
-func liveDeployment(name, hashLabel string, rev string, gen, observed int64) *appsv1.Deployment {
+// warmpod reads hashLabel and runs image tag tag.
+func liveDeployment(name, hashLabel string, tag string) *appsv1.Deployment {
 	sel := map[string]string{LabelPool: name, LabelState: StateIdle}
 	labels := map[string]string{LabelPool: name, LabelState: StateIdle}
 	env := []corev1.EnvVar{{Name: "WARMPOD_CONFIG_HASH", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + hashLabel + "']"}}}}
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ci", UID: types.UID("uid-" + name), Generation: gen,
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ci", UID: types.UID("uid-" + name),
 			Labels:      map[string]string{"app.kubernetes.io/name": "warmpod", "app.kubernetes.io/component": "pool"},
-			Annotations: map[string]string{annotationRevision: rev}},
+			Annotations: map[string]string{}},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: sel},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "build", Image: name + ":1", Command: []string{"/wp/warmpod"}, Env: env}}}}},
-		Status: appsv1.DeploymentStatus{ObservedGeneration: observed},
+				Containers: []corev1.Container{{Name: "build", Image: name + ":" + tag, Command: []string{"/wp/warmpod"}, Env: env}}}}},
 	}
 }
 
-func replicaSet(d *appsv1.Deployment, rev, hash string) *appsv1.ReplicaSet {
+// replicaSet is a ReplicaSet of d made from d's template as it was when
+// its image tag was tag.
+func replicaSet(d *appsv1.Deployment, tag, hash string) *appsv1.ReplicaSet {
 	yes := true
-	l := map[string]string{LabelTemplateHash: hash}
-	for k, v := range d.Spec.Template.Labels {
-		l[k] = v
-	}
-	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-" + hash, Namespace: "ci", Labels: l,
-		Annotations:     map[string]string{annotationRevision: rev},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: &yes}}}}
+	t := d.Spec.Template.DeepCopy()
+	t.Labels[LabelTemplateHash] = hash
+	t.Spec.Containers[0].Image = d.Name + ":" + tag
+	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-" + hash, Namespace: "ci", Labels: t.Labels,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: &yes}}},
+		Spec: appsv1.ReplicaSetSpec{Template: *t}}
 }
 
 func TestPoolsFromTheCluster(t *testing.T) {
-	cur := liveDeployment("busybox", LabelTemplateHash, "2", 2, 2)
-	rolling := liveDeployment("alpine", LabelTemplateHash, "3", 3, 2) // the controller has not seen generation 3
+	cur := liveDeployment("busybox", LabelTemplateHash, "2")
+	// Edited to tag 3 but paused, or not yet seen by the controller: it
+	// has no ReplicaSet of tag 3.
+	rolling := liveDeployment("alpine", LabelTemplateHash, "3")
 	rolling.Annotations[AnnotationDefault] = "true"
-	byHand := liveDeployment("golang", LabelConfig, "1", 1, 1)
+	rolling.Spec.Paused = true
+	byHand := liveDeployment("golang", LabelConfig, "1")
 	byHand.Spec.Template.Labels[LabelConfig] = "pasted"
-	broken := liveDeployment("broken", LabelTemplateHash, "1", 1, 1)
+	broken := liveDeployment("broken", LabelTemplateHash, "1")
 	broken.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{LabelPool: "broken"}}
-	other := liveDeployment("not-a-pool", LabelTemplateHash, "1", 1, 1)
+	other := liveDeployment("not-a-pool", LabelTemplateHash, "1")
 	other.Labels = nil
 	k := &Kube{Namespace: "ci", CS: fake.NewClientset(cur, rolling, byHand, broken, other,
 		replicaSet(cur, "1", "old111"), replicaSet(cur, "2", "new222"), replicaSet(rolling, "2", "alp222"), replicaSet(byHand, "1", "gol111"))}
@@ -63,11 +65,12 @@ func TestPoolsFromTheCluster(t *testing.T) {
 		names = append(names, p.Name)
 	}
 	assert.Equal(t, []string{"alpine", "busybox", "golang"}, names, "the annotated default first, then by name; the broken one and the unlabelled one left out")
-	require.Len(t, set.Warnings, 1)
+	require.Len(t, set.Warnings, 2)
 	assert.Contains(t, set.Warnings[0], `Deployment "broken"`)
+	assert.Contains(t, set.Warnings[1], `Deployment "golang": its warmpod reads warmpod.dev/config`)
 
 	alpine, busybox, golang := set.Pools[0], set.Pools[1], set.Pools[2]
-	assert.True(t, alpine.Pending, "no ReplicaSet of generation 3 yet")
+	assert.True(t, alpine.Pending, "no ReplicaSet of the live template (tag 3) yet: the old pods are never claimed")
 	assert.Equal(t, Hash(&alpine.Template), alpine.Hash, "a cold pod of a pending pool gets its template's own hash")
 	assert.Equal(t, alpine.Hash, alpine.Template.Labels[LabelTemplateHash])
 
@@ -78,7 +81,8 @@ func TestPoolsFromTheCluster(t *testing.T) {
 	assert.False(t, busybox.Stale())
 
 	assert.Equal(t, LabelConfig, golang.HashLabel)
-	assert.True(t, golang.Stale(), "a pasted hash that is not the template's")
+	assert.True(t, golang.Pending, "a hand-pasted hash cannot tell a live pool's pods apart")
+	assert.False(t, golang.Stale(), "the warning says what to do instead")
 
 	// A pending pool claims nothing.
 	pod, err := k.ClaimWarm(context.Background(), alpine, Owner{Job: "1"}, 0)
@@ -93,11 +97,11 @@ func TestPoolsFromAnEmptyNamespace(t *testing.T) {
 }
 
 func TestAFileCannotUseTheTemplateHash(t *testing.T) {
-	d := liveDeployment("busybox", LabelTemplateHash, "1", 1, 1)
+	d := liveDeployment("busybox", LabelTemplateHash, "1")
 	_, err := fromDeployment(d, false)
 	assert.ErrorIs(t, err, ErrManifest)
 	assert.Contains(t, err.Error(), "only the cluster knows")
-	d = liveDeployment("busybox", "app", "1", 1, 1)
+	d = liveDeployment("busybox", "app", "1")
 	_, err = fromDeployment(d, true)
 	assert.ErrorContains(t, err, `reads the label "app"`)
 }

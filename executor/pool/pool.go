@@ -243,7 +243,7 @@ func (p Pool) hashKey() string {
 // Stale tells that the manifest's LabelConfig is not the hash of its
 // template (edited without `pool-hash`): pods applied from it are never
 // claimed warm, and the driver says so in the job's log.
-func (p Pool) Stale() bool { return p.hashKey() == LabelConfig && p.FileHash != p.Hash }
+func (p Pool) Stale() bool { return p.hashKey() == LabelConfig && p.FileHash != p.Hash && !p.Pending }
 
 // Modified returns a copy of p whose template edit has changed, with the
 // hash recomputed: the template of a cold pod (another image, services,

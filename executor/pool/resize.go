@@ -43,6 +43,12 @@ func (k *Kube) Resize(ctx context.Context, p Pod, res corev1.ResourceRequirement
 	patch := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": p.Container, "resources": want}}}}
 	b, _ := json.Marshal(patch)
 	_, err := k.CS.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, b, metav1.PatchOptions{}, "resize")
+	if apierrors.IsNotFound(err) {
+		// The pod itself, or the subresource: tell them apart.
+		if _, gerr := k.CS.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+			return fmt.Errorf("resize pod %s: the pod is gone: %w", p.Name, err)
+		}
+	}
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
 		return fmt.Errorf("%w: the API server has no pods/resize (Kubernetes < 1.33?): %v", ErrResizeUnsupported, err)
