@@ -416,3 +416,36 @@ func TestGitLabPoolEditedInTheCluster(t *testing.T) {
 	assert.Contains(t, tr, "JOB-OUTPUT: edit=edited")
 	waitIdle(t, p.ns, 2, 2*time.Minute)
 }
+
+// --pools FILE stays an option: a pool whose warmpod reads the hand-set
+// warmpod.dev/config label, its value printed by `pool-hash`, read from
+// the same file the test applies; the driver reads no Deployment.
+func TestGitLabPoolsFromAFile(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy/kube-e2e/pool.yaml"))
+	require.NoError(t, err)
+	j, err := utilyaml.ToJSON(raw)
+	require.NoError(t, err)
+	s := strings.Replace(string(j), `metadata.labels['pod-template-hash']`, `metadata.labels['warmpod.dev/config']`, 1)
+	require.NotEqual(t, string(j), s)
+	file := filepath.Join(t.TempDir(), "pool.json")
+	require.NoError(t, os.WriteFile(file, []byte(s), 0o644))
+	out, err := exec.Command(driverBinary(t), "--pools", file, "pool-hash").Output()
+	require.NoError(t, err)
+	m := regexp.MustCompile(`busybox\twarmpod.dev/config=([0-9a-f]{32})`).FindStringSubmatch(string(out))
+	require.NotNil(t, m, "pool-hash printed %q", out)
+	var d map[string]any
+	require.NoError(t, json.Unmarshal([]byte(s), &d))
+	d["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any)["warmpod.dev/config"] = m[1]
+	b, _ := json.Marshal(d)
+	require.NoError(t, os.WriteFile(file, b, 0o644))
+
+	p := newPool(t, poolOpts{replicas: 1, poolFile: file, flags: []string{"--pools", file}})
+	r := p.runJob(t, jobOpts{id: 1601, script: []string{`echo "JOB-OUTPUT: from a file"`}})
+	require.Equal(t, 0, r.exit, r.String())
+	tr := traceText(r.trace)
+	kind, _ := podOf(t, tr)
+	assert.Equal(t, "warm", kind)
+	assert.NotContains(t, tr, "warmpod: WARNING", "the file's hash is its template's")
+	assert.Contains(t, tr, "JOB-OUTPUT: from a file")
+	waitIdle(t, p.ns, 1, 2*time.Minute)
+}

@@ -87,6 +87,7 @@ type poolOpts struct {
 	replicas    int
 	extra       []string // more pool manifests to apply (their replicas count in waitIdle's n)
 	idle        int      // Ready idle pods to wait for (default replicas)
+	poolFile    string   // the pool manifest (default deploy/kube-e2e/pool.yaml; an absolute path as it is)
 	proxy       bool     // the driver reaches the API server through a proxy that can cut streams
 	flags       []string // extra driver flags
 	prepareGate string   // a file prepare.sh waits for (the concurrency test's barrier)
@@ -96,8 +97,14 @@ func newPool(t *testing.T, o poolOpts) *glrPool {
 	t.Helper()
 	ns := newNamespace(t, "glr", true)
 	p := &glrPool{ns: ns, dir: t.TempDir()}
-	for _, f := range append([]string{"deploy/gitlab-rbac.yaml", "deploy/kube-e2e/pool.yaml"}, o.extra...) {
-		out, err := exec.Command(kubectl, "apply", "-n", ns, "-f", filepath.Join(repoRoot, f)).CombinedOutput()
+	if o.poolFile == "" {
+		o.poolFile = "deploy/kube-e2e/pool.yaml"
+	}
+	for _, f := range append([]string{"deploy/gitlab-rbac.yaml", o.poolFile}, o.extra...) {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(repoRoot, f)
+		}
+		out, err := exec.Command(kubectl, "apply", "-n", ns, "-f", f).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
 	out, err := exec.Command(kubectl, "scale", "-n", ns, "deployment/busybox", "--replicas", strconv.Itoa(o.replicas)).CombinedOutput()
