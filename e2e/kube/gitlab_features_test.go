@@ -343,9 +343,10 @@ func TestGitLabPerJobResources(t *testing.T) {
 		kind, pod := podOf(t, tr)
 		assert.Equal(t, "warm", kind)
 		assert.Regexp(t, `warm pod \S+ resized in place to requests cpu=500m memory=32Mi, limits memory=256Mi in \d+ ms`, tr)
-		assert.Contains(t, tr, "JOB-OUTPUT: memory limit 268435456")
-		// cgroup v1: shares = cpu request in millicores * 1024 / 1000.
-		assert.Contains(t, tr, "JOB-OUTPUT: cpu shares 512")
+		assert.Contains(t, tr, "JOB-OUTPUT: memory limit 268435456", "256Mi, in bytes (v1 and v2 alike)")
+		// cgroup v1: shares = millicores * 1024 / 1000; v2: the kubelet's
+		// weight for those shares, 1 + (512-2)*9999/262142.
+		assert.Regexp(t, `JOB-OUTPUT: cpu shares (512|20)\n`, tr)
 		n, seen := w.restarts(pod)
 		assert.True(t, seen, "the watch saw pod %s", pod)
 		assert.Equal(t, 0, n, "no container restarted")
