@@ -15,9 +15,10 @@ import (
 	"github.com/warmpod/warmpod/executor/pool"
 )
 
-// Service is one entry of the job's services: (CUSTOM_ENV_CI_JOB_SERVICES,
-// as the Custom executor writes it: name, the first alias, entrypoint and
-// command as null when unset, variables expanded against the job's).
+// Service is one entry of the job's services, as the Custom executor
+// writes them into CUSTOM_ENV_CI_JOB_SERVICES: the image name, the first
+// alias, entrypoint and command (null when unset), and the variables
+// already expanded against the job's.
 type Service struct {
 	Name       string            `json:"name"`
 	Alias      string            `json:"alias"`
@@ -27,9 +28,11 @@ type Service struct {
 }
 
 // ServicesFromEnv reads the job's services. The runner sets the variable
-// empty for a job without services. Errors: not a JSON array of services,
-// a service without a name, an alias that is not a DNS-1123 subdomain
-// (the Kubernetes executor refuses it too: it becomes a hosts entry).
+// empty for a job without services. Errors, before anything is claimed:
+// not a JSON array of services; a service without a name, or a name over
+// 512 bytes or with white space; a variable name Kubernetes refuses for a
+// container's environment; an alias that is not a DNS-1123 subdomain (the
+// Kubernetes executor refuses it too: it becomes a hosts entry).
 func ServicesFromEnv(e Env) ([]Service, error) {
 	raw := strings.TrimSpace(e["CUSTOM_ENV_CI_JOB_SERVICES"])
 	if raw == "" || raw == "null" {
