@@ -35,10 +35,11 @@ func TestGitLabOverheadBench(t *testing.T) {
 		t.Skip("WARMPOD_KUBE_BENCH is not set (make bench-kube sets it)")
 	}
 	const n, replicas = 20, 3
-	p := newPool(t, poolOpts{replicas: replicas, flags: []string{"--warm-wait", "0"}})
+	p := newPool(t, poolOpts{replicas: replicas, flags: []string{"--warm-wait", "0"}, stamps: true})
 
 	var warmJob, coldJob, warmStage, coldStage []time.Duration
 	var warmPrep, coldPrep []time.Duration
+	var split []jobSplit
 	for i := range 2 * n {
 		warm := i%2 == 0 // interleaved, so load drifts hit both alike
 		id := 500 + i
@@ -57,6 +58,7 @@ func TestGitLabOverheadBench(t *testing.T) {
 		require.Contains(t, traceText(r.trace), "runs on "+kind+" pod")
 		job, stage, prep := overheads(t, p.timings(t, id))
 		if warm {
+			split = append(split, splitJob(t, p, id))
 			warmJob, warmStage, warmPrep = append(warmJob, job), append(warmStage, stage...), append(warmPrep, prep)
 		} else {
 			coldJob, coldStage, coldPrep = append(coldJob, job), append(coldStage, stage...), append(coldPrep, prep)
@@ -81,6 +83,26 @@ func TestGitLabOverheadBench(t *testing.T) {
 	fmt.Fprintf(&b, "| stage overhead / bare exec round trip | %.2f× | %.2f× | |\n",
 		float64(med(warmStage))/float64(rtt), float64(med(coldStage))/float64(rtt))
 	fmt.Fprintf(&b, "\nMeasured %s, load average %s, %d stages per job.\n", time.Now().UTC().Format(time.RFC3339), loadAvg(), len(warmStage)/n)
+	fmt.Fprintf(&b, "\nWhere a warm job's time goes (medians over its %d jobs; each row's median is taken on its own, so the rows need not add up):\n\n", len(split))
+	fmt.Fprintf(&b, "| part of a warm job | median |\n|---|---|\n")
+	for _, row := range []struct {
+		name string
+		f    func(jobSplit) time.Duration
+	}{
+		{"whole job: runner calls config → cleanup returns", func(s jobSplit) time.Duration { return s.wall }},
+		{"the driver's process start and client set-up, all calls (runner's exec → the call's first line of work)", func(s jobSplit) time.Duration { return s.startup }},
+		{"prepare's own work (claim, job start in the pod)", func(s jobSplit) time.Duration { return s.prepare }},
+		{"stages: exec and in-pod overhead (run's work minus the scripts' time)", func(s jobSplit) time.Duration { return s.stageOverhead }},
+		{"stages: the scripts' own time in the pod", func(s jobSplit) time.Duration { return s.scripts }},
+		{"cleanup's own work (job end, delete)", func(s jobSplit) time.Duration { return s.cleanup }},
+		{"the runner's own work between calls (config included)", func(s jobSplit) time.Duration { return s.runner }},
+	} {
+		ds := make([]time.Duration, 0, len(split))
+		for _, s := range split {
+			ds = append(ds, row.f(s))
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", row.name, ms(med(ds)))
+	}
 	t.Log("\n" + b.String())
 	require.NoError(t, os.WriteFile(out, []byte(b.String()), 0o644))
 }
@@ -129,4 +151,66 @@ func bareExecRTT(t *testing.T, p *glrPool, n int) time.Duration {
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	return ds[len(ds)/2]
+}
+
+// jobSplit is where one job's wall time went, from the driver scripts'
+// stamps (when the runner started each call) and the driver's timings.
+type jobSplit struct {
+	wall, startup, prepare, stageOverhead, scripts, cleanup, runner time.Duration
+}
+
+// splitJob pairs the k-th stamp of each call with the k-th timing of it
+// (config has a stamp, no timing).
+func splitJob(t *testing.T, p *glrPool, id int) jobSplit {
+	t.Helper()
+	raw, err := os.ReadFile(p.stampsFile)
+	require.NoError(t, err)
+	type stamp struct {
+		ns   int64
+		call string
+	}
+	var stamps []stamp
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 3 && f[2] == fmt.Sprint(id) {
+			var ns int64
+			_, err := fmt.Sscan(f[0], &ns)
+			require.NoError(t, err, l)
+			stamps = append(stamps, stamp{ns, f[1]})
+		}
+	}
+	require.NotEmpty(t, stamps, "no stamps of job %d", id)
+	tms := p.timings(t, id)
+	byCall := map[string][]timing{}
+	for _, tm := range tms {
+		if tm.Call != "resize" {
+			byCall[tm.Call] = append(byCall[tm.Call], tm)
+		}
+	}
+	var s jobSplit
+	first, lastEnd := stamps[0].ns, stamps[0].ns
+	for _, st := range stamps {
+		s.runner += time.Duration(st.ns - lastEnd) // from the last call's end (or the first stamp)
+		q := byCall[st.call]
+		if len(q) == 0 { // config: no timing; the call is short, count it as the runner's
+			lastEnd = st.ns
+			continue
+		}
+		tm := q[0]
+		byCall[st.call] = q[1:]
+		s.startup += time.Duration(tm.Start - st.ns)
+		work := time.Duration(tm.End - tm.Start)
+		switch st.call {
+		case "prepare":
+			s.prepare += work
+		case "run":
+			s.scripts += time.Duration(tm.StageNS)
+			s.stageOverhead += work - time.Duration(tm.StageNS)
+		case "cleanup":
+			s.cleanup += work
+		}
+		lastEnd = tm.End
+	}
+	s.wall = time.Duration(lastEnd - first)
+	return s
 }

@@ -80,6 +80,7 @@ type glrPool struct {
 	dir         string // config.sh, prepare.sh, run.sh, cleanup.sh
 	kubeconfig  string // the driver's: the warmpod-gitlab ServiceAccount's token
 	timingsFile string
+	stampsFile  string
 	proxy       *cutProxy
 }
 
@@ -88,6 +89,7 @@ type poolOpts struct {
 	extra       []string // more pool manifests to apply (their replicas count in waitIdle's n)
 	idle        int      // Ready idle pods to wait for (default replicas)
 	poolFile    string   // the pool manifest (default deploy/kube-e2e/pool.yaml; an absolute path as it is)
+	stamps      bool     // each driver script appends "NS CALL JOB" to p.stampsFile before it execs the driver
 	proxy       bool     // the driver reaches the API server through a proxy that can cut streams
 	flags       []string // extra driver flags
 	prepareGate string   // a file prepare.sh waits for (the concurrency test's barrier)
@@ -126,6 +128,7 @@ func newPool(t *testing.T, o poolOpts) *glrPool {
 	require.NoError(t, os.WriteFile(p.kubeconfig, b, 0o600))
 
 	p.timingsFile = filepath.Join(p.dir, "timings.jsonl")
+	p.stampsFile = filepath.Join(p.dir, "stamps.txt")
 	// No --pools: the driver reads the pool Deployments from the cluster.
 	flags := []string{"--kubeconfig", p.kubeconfig,
 		"--state-dir", filepath.Join(p.dir, "state"), "--timings", p.timingsFile, "--ready-timeout", "3m"}
@@ -134,6 +137,11 @@ func newPool(t *testing.T, o poolOpts) *glrPool {
 		gate := ""
 		if c == "prepare" && o.prepareGate != "" {
 			gate = fmt.Sprintf("touch %q.$CUSTOM_ENV_CI_JOB_ID; while [ ! -e %q ]; do sleep 0.02; done\n", o.prepareGate, o.prepareGate)
+		}
+		if o.stamps {
+			// When the runner started the call: before the driver's own
+			// process start and client set-up.
+			gate += fmt.Sprintf("echo \"$(date +%%s%%N) %s $CUSTOM_ENV_CI_JOB_ID\" >> %q\n", c, p.stampsFile)
 		}
 		script := fmt.Sprintf("#!/bin/sh\n%sexec %q %s %s \"$@\"\n", gate, driverBinary(t), shellWords(flags), c)
 		require.NoError(t, os.WriteFile(filepath.Join(p.dir, c+".sh"), []byte(script), 0o755))
