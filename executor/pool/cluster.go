@@ -72,14 +72,14 @@ func (k *Kube) Pools(ctx context.Context) (*Set, error) {
 					return nil, fmt.Errorf("list the pools' ReplicaSets: %w", err)
 				}
 			}
-			p.Hash, p.Pending = currentHash(d, rsets.Items), false
-			if p.Hash == "" {
+			if h := currentHash(d, rsets.Items); h != "" {
+				p.Hash = h
+				p.Template.Labels[LabelTemplateHash] = h
+			} else {
 				// Nothing is claimable; a cold pod of the live template
 				// gets its own hash.
 				p.Pending = true
 				p.rehash()
-			} else {
-				p.Template.Labels[LabelTemplateHash] = p.Hash
 			}
 		}
 		set.Pools = append(set.Pools, p)
