@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/github"
+	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/kubeclient"
@@ -43,6 +45,8 @@ func run(args []string) int {
 	retries := fs.Int("stream-retries", 5, "how often a step reattaches after a broken exec stream, and a piece of _work is sent again")
 	cancelGrace := fs.Duration("cancel-grace", 5*time.Second, "SIGTERM → SIGKILL of a cancelled step in the pod (the runner kills the hook 10 s after its SIGINT)")
 	chunk := fs.Int64("chunk-size", 64<<20, "bytes per verified piece of the _work transfer")
+	useMux := fs.Bool("mux", true, "carry each job's steps over one exec stream, through a per-job multiplexer process started by prepare_job (false: one exec per call)")
+	stateDir := fs.String("state-dir", filepath.Join(os.TempDir(), "warmpod-github"), "private directory (0700) of the jobs' multiplexer sockets")
 	timeout := fs.Duration("timeout", 6*time.Hour, "the job's lease in the pod (GitHub ends a job after at most 6 h)")
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
@@ -66,6 +70,11 @@ func run(args []string) int {
 		}
 		fmt.Println("installed", fs.Arg(1)+"/warmpod-github", fs.Arg(1)+"/warmpod-github.sh")
 		return 0
+	case fs.NArg() == 2 && fs.Arg(0) == "mux":
+		// A job's multiplexer, started by prepare_job (package mux).
+		return mux.Main(fs.Args()[1:], func() (executor.Cluster, error) {
+			return kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
+		})
 	case fs.NArg() != 0:
 		fs.Usage()
 		return 2
@@ -93,6 +102,10 @@ func run(args []string) int {
 		return kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
 	}
 	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr}
+	if exe, err := os.Executable(); err == nil && *useMux {
+		h.Mux = &mux.Launcher{Argv: []string{exe, "--kubeconfig", *kubeconfig, "--namespace", *namespace},
+			Env: mux.Env(os.Environ(), "WARMPOD_GITHUB_"), Dir: *stateDir}
+	}
 	return h.Run(context.Background(), os.Stdin, cancel)
 }
 

@@ -16,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/gitlab"
+	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/kubeclient"
@@ -47,6 +49,7 @@ func run(args []string) int {
 	stateDir := fs.String("state-dir", filepath.Join(os.TempDir(), "warmpod-gitlab"), "directory for the per-job state files (which pod a job runs on)")
 	timings := fs.String("timings", "", "append one JSON line of timings per call to this file (benchmarks)")
 	retries := fs.Int("stream-retries", 5, "how often run reattaches to a stage after a broken exec stream")
+	useMux := fs.Bool("mux", true, "carry each job's stages over one exec stream, through a per-job multiplexer process started by prepare (false: one exec per call)")
 	resizeTimeout := fs.Duration("resize-timeout", 10*time.Second, "how long prepare waits for an in-place resize of a warm pod before it takes a cold pod instead")
 	// The Kubernetes executor's *_overwrite_max_allowed: no bound, no overwrite.
 	var b gitlab.Bounds
@@ -104,6 +107,11 @@ func run(args []string) int {
 			fmt.Printf("%s\t%s=%s\n", p.Name, pool.LabelConfig, p.Hash)
 		}
 		return 0
+	case cmd == "mux":
+		// The job's multiplexer, started by prepare (package mux).
+		return mux.Main(rest, func() (executor.Cluster, error) {
+			return kubeclient.New(*kubeconfig, *namespace, "warmpod-gitlab/"+version)
+		})
 	case cmd == "prepare" && len(rest) == 0, cmd == "cleanup" && len(rest) == 0, cmd == "run" && len(rest) == 2:
 	default:
 		fmt.Fprintln(os.Stderr, usage)
@@ -114,6 +122,9 @@ func run(args []string) int {
 		return gitlab.ExitCode(&gitlab.SystemError{Err: err}, codes, os.Stderr)
 	}
 	d.Cluster = kube
+	if *useMux {
+		d.Mux = muxLauncher(*kubeconfig, kube.Namespace, *stateDir)
+	}
 	ctx := context.Background()
 	switch cmd {
 	case "prepare":
@@ -129,4 +140,16 @@ func run(args []string) int {
 	default:
 		return gitlab.ExitCode(d.Cleanup(ctx), codes, os.Stderr)
 	}
+}
+
+// muxLauncher starts a job's multiplexer as this binary's "mux" command,
+// with the cluster flags it needs and the environment package mux keeps;
+// nil (no multiplexer) when this binary's path is unknown.
+func muxLauncher(kubeconfig, namespace, stateDir string) *mux.Launcher {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return &mux.Launcher{Argv: []string{exe, "--kubeconfig", kubeconfig, "--namespace", namespace},
+		Env: mux.Env(os.Environ(), "WARMPOD_GITLAB_"), Dir: stateDir}
 }

@@ -34,6 +34,7 @@ const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] 
   logs [--offset N] [--follow]           the job log as "<offset> <line>" (exit 100: log gone)
   status [--stage S] | wait --stage S [--timeout D]
   cancel [--stage S] [--grace D] | put PATH --size N --sha256 HEX [--mode M] | env | end
+  attach                                 serve the executor's multiplexer: muxproto frames on stdin/stdout
 Run "warmpod job COMMAND -h" for a command's flags.`
 
 // specReadTimeout bounds how long `job start` waits for the job spec line
@@ -166,6 +167,8 @@ func jobCmd(args []string) int {
 		return jobWait(args[1:])
 	case "cancel":
 		return jobCancel(args[1:])
+	case "attach":
+		return jobAttach(args[1:])
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Println(jobUsage)

@@ -282,6 +282,10 @@ type timing struct {
 	Start   int64  `json:"start"`
 	End     int64  `json:"end"`
 	StageNS int64  `json:"stage_ns"`
+	// MuxCalls and DirectCalls count the call's execs through the job's
+	// multiplexer and direct ones.
+	MuxCalls    int64 `json:"mux_calls"`
+	DirectCalls int64 `json:"direct_calls"`
 }
 
 func (p *glrPool) timings(t testing.TB, job int) []timing {

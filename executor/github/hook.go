@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
 )
 
@@ -63,6 +64,10 @@ type Hook struct {
 	Env map[string]string
 	// Stdout and Stderr go to the runner's output manager: the step's log.
 	Stdout, Stderr io.Writer
+	// Mux starts the job's multiplexer at prepare_job, carries the later
+	// commands' execs through it, and stops it at cleanup_job (package
+	// mux); nil: every command execs directly.
+	Mux *mux.Launcher
 }
 
 // debugWriter turns each line written to it into a ::debug:: workflow
@@ -80,11 +85,21 @@ func (d debugWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (h *Hook) core() *executor.Core {
-	return &executor.Core{Cluster: h.Cluster, Log: debugWriter{h.Stdout}, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
+// core is the CI-neutral executor for this command; with the job's state
+// its execs into the job's pod go through the job's multiplexer when it
+// answers.
+func (h *Hook) core(st *State) *executor.Core {
+	cl := h.Cluster
+	if st != nil {
+		cl = h.Mux.Wrap(cl, muxKey(st), st.Job, st.Pod, debugWriter{h.Stdout})
+	}
+	return &executor.Core{Cluster: cl, Log: debugWriter{h.Stdout}, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
 		LeaseTTL: h.Cfg.LeaseTTL, MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace,
 		RBAC: "deploy/github-rbac.yaml"}
 }
+
+// muxKey names the job's multiplexer.
+func muxKey(st *State) string { return "github/" + st.Job + "/" + st.Server }
 
 // ErrInput is a hook input that cannot be acted on (not JSON, an unknown
 // command, missing args or state): the runner's or a human's mistake, not

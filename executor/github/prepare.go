@@ -60,12 +60,16 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
 	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
 	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(c.EnvironmentVariables), Owner: owner}
-	core := h.core()
+	core := h.core(nil)
 	pod, err := core.Acquire(ctx, p, warm, job)
 	if err != nil {
 		return nil, err
 	}
 	st.Pod = pod
+	// The multiplexer attaches while _work goes into the pod.
+	if err := h.Mux.Start(muxKey(st), st.Job, pod); err != nil {
+		fmt.Fprintf(core.Log, "warmpod: no multiplexer for the job (%v): every step execs directly\n", err)
+	}
 	kind := "cold"
 	if pod.Warm {
 		kind = "warm"
@@ -74,6 +78,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	probed, err := h.sendWork(ctx, core, st)
 	if err != nil {
 		core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
+		h.Mux.Stop(muxKey(st), core.Log)
 		return nil, err
 	}
 	alpine := probed
@@ -198,9 +203,10 @@ func ports(mappings []string) map[string]string {
 // pod, then every other pod labelled for this runner (an earlier job's it
 // lost track of, a prepare_job cancelled before it answered).
 func (h *Hook) cleanupJob(ctx context.Context, st *State) error {
-	core := h.core()
+	core := h.core(st)
 	if st != nil {
 		core.End(ctx, &st.Pod, st.Job, pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner})
+		h.Mux.Stop(muxKey(st), core.Log)
 	}
 	core.End(ctx, nil, "", pool.Owner{Runner: h.runner()})
 	return nil
@@ -226,7 +232,7 @@ func (h *Hook) runContainerStep(ctx context.Context, job *State, c Container, ca
 	}
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
 	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
-	core := h.core()
+	core := h.core(job)
 	if job != nil {
 		// No stage runs in the job's own pod meanwhile: keep its lease.
 		defer core.KeepAlive(ctx, job.Pod, job.Job)()

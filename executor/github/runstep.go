@@ -77,7 +77,7 @@ func (h *Hook) runScriptStep(ctx context.Context, st *State, args ScriptStepArgs
 	tap := &fileTap{w: h.Stdout, marker: []byte(fileMarker())}
 	var script bytes.Buffer
 	writeStepScript(&script, files, args.EnvironmentVariables, args.PrependPath, args.WorkingDirectory, append([]string{args.EntryPoint}, args.EntryPointArgs...), back, string(tap.marker))
-	final, runErr := h.core().RunStage(ctx, st.Pod, st.Job, stageName(), script.Bytes(), tap, debugWriter{h.Stdout}, cancel)
+	final, runErr := h.core(st).RunStage(ctx, st.Pod, st.Job, stageName(), script.Bytes(), tap, debugWriter{h.Stdout}, cancel)
 	clear(script.Bytes()) // it holds the step's secrets
 	tap.flush()
 	// The file commands come back whatever the step did: the runner

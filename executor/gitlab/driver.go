@@ -18,6 +18,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
 )
 
@@ -78,6 +79,12 @@ type Driver struct {
 	Stderr  io.Writer // the job's trace too (prepare, run)
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
+	// Mux starts the job's multiplexer at prepare, carries run's and
+	// cleanup's execs through it, and stops it at cleanup (package mux);
+	// nil: every call execs directly.
+	Mux *mux.Launcher
+
+	muxed *mux.Cluster // this call's, for its timings
 }
 
 // SystemError is a failure of the pod, the cluster or a stream: run and
@@ -86,9 +93,15 @@ type SystemError = executor.SystemError
 
 func sysErr(format string, a ...any) error { return executor.Errorf(format, a...) }
 
-// core is the CI-neutral executor for this call.
-func (d *Driver) core() *executor.Core {
-	return &executor.Core{Cluster: d.Cluster, Log: d.Stdout, WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout,
+// core is the CI-neutral executor for this call; with a state (run,
+// cleanup) its execs go through the job's multiplexer when it answers.
+func (d *Driver) core(job Job, st *state) *executor.Core {
+	var cl executor.Cluster = d.Cluster
+	if st != nil {
+		cl = d.Mux.Wrap(cl, d.muxKey(job), job.ID, st.Pod, d.Stdout)
+		d.muxed, _ = cl.(*mux.Cluster)
+	}
+	return &executor.Core{Cluster: cl, Log: d.Stdout, WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout,
 		LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries, RBAC: "deploy/gitlab-rbac.yaml"}
 }
 
@@ -145,6 +158,12 @@ func (d *Driver) owner(job Job) pool.Owner {
 func (d *Driver) statePath(job Job) string {
 	o := d.owner(job)
 	return fmt.Sprintf("%s/job-%s-%s.json", d.Cfg.StateDir, o.Job, o.Server)
+}
+
+// muxKey names the job's multiplexer: the job and its GitLab server.
+func (d *Driver) muxKey(job Job) string {
+	o := d.owner(job)
+	return "gitlab/" + o.Job + "/" + o.Server
 }
 
 func (d *Driver) loadState(job Job) (*state, error) {
@@ -225,7 +244,7 @@ func (d *Driver) Prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	c := d.core()
+	c := d.core(job, nil)
 	pod, err := c.Acquire(ctx, p, warm, ej)
 	if err != nil {
 		return err
@@ -233,6 +252,9 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	if err := d.saveState(job, &state{Job: job.ID, Pod: pod}); err != nil {
 		c.DeletePod(ctx, pod)
 		return sysErr("state file: %v", err)
+	}
+	if err := d.Mux.Start(d.muxKey(job), job.ID, pod); err != nil {
+		fmt.Fprintf(d.Stdout, "warmpod: no multiplexer for the job (%v): every stage execs directly\n", err)
 	}
 	kind := "cold"
 	if pod.Warm {
@@ -281,7 +303,7 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 		case <-runDone:
 		}
 	}()
-	final, err := d.core().RunStage(ctx, st.Pod, job.ID, name, script, d.Stdout, d.Stderr, cancel)
+	final, err := d.core(job, st).RunStage(ctx, st.Pod, job.ID, name, script, d.Stdout, d.Stderr, cancel)
 	if err != nil {
 		return err
 	}
@@ -305,14 +327,16 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 		return err
 	}
 	var pod *pool.Pod
-	if st, err := d.loadState(job); err == nil {
+	st, err := d.loadState(job)
+	if err == nil {
 		pod = &st.Pod
 	}
 	// The pod is single-use and drains after job end, deleting itself;
 	// the core deletes it too, so it goes also when it cannot delete
 	// itself (no RoleBinding: a Deployment's pod would be restarted and
 	// linger, claimed, forever) or when job end failed.
-	d.core().End(ctx, pod, job.ID, d.owner(job))
+	d.core(job, st).End(ctx, pod, job.ID, d.owner(job))
+	d.Mux.Stop(d.muxKey(job), d.Stdout)
 	_ = os.Remove(d.statePath(job))
 	d.timing("cleanup", "", t0, nil)
 	return nil
@@ -374,6 +398,9 @@ func (d *Driver) timing(call, stage string, t0 time.Time, final *control.StageSt
 	}
 	if final != nil && final.Ended != nil {
 		rec["stage_ns"] = final.Ended.Sub(final.Started).Nanoseconds()
+	}
+	if d.muxed != nil {
+		rec["mux_calls"], rec["direct_calls"] = d.muxed.Calls()
 	}
 	b, _ := json.Marshal(rec)
 	f, err := os.OpenFile(d.Cfg.Timings, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)

@@ -1,0 +1,149 @@
+package mux
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/muxproto"
+)
+
+// Cluster is an executor.Cluster whose Exec into the job's pod goes
+// through the job's multiplexer when it answers, and through the embedded
+// Cluster's direct exec when it does not (no socket, another job's, not
+// attached in time): the direct path is the tested one of every call
+// without a multiplexer, so a dead multiplexer never fails a job. Every
+// other method is the embedded Cluster's.
+type Cluster struct {
+	executor.Cluster
+	// Sock is the job's multiplexer socket; Job and Pod the job and pod
+	// it must serve (it refuses a call for another).
+	Sock string
+	Job  string
+	Pod  pool.Pod
+	// Log gets one line when this process falls back to direct exec.
+	Log io.Writer
+
+	off  atomic.Bool // the multiplexer failed mid-call: direct from here on
+	said atomic.Bool
+
+	viaMux, direct atomic.Int64
+}
+
+// Calls returns how many execs this Cluster sent through the multiplexer
+// and how many directly (the driver's timings record them).
+func (c *Cluster) Calls() (viaMux, direct int64) { return c.viaMux.Load(), c.direct.Load() }
+
+// errUnavailable: the multiplexer did not take the call; nothing of its
+// stdin was read.
+var errUnavailable = errors.New("multiplexer unavailable")
+
+// answerTimeout bounds the wait for the multiplexer to take a call
+// (Accept): it opens its stream into the pod meanwhile, which takes an
+// exec's round trip.
+const answerTimeout = 20 * time.Second
+
+// Exec runs argv in p as executor.Cluster.Exec does. Errors: as a direct
+// exec's; a call the multiplexer took and then lost (its stream into the
+// pod broke, or it died) is a broken stream, which the core's stage
+// reattaches with --offset.
+func (c *Cluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if c.Sock != "" && !c.off.Load() && p.UID == c.Pod.UID {
+		code, err := c.call(ctx, argv, stdin, stdout, stderr)
+		if !errors.Is(err, errUnavailable) {
+			c.viaMux.Add(1)
+			return code, err
+		}
+		if c.Log != nil && !c.said.Swap(true) {
+			fmt.Fprintf(c.Log, "warmpod: %v: direct exec\n", err)
+		}
+	}
+	c.direct.Add(1)
+	return c.Cluster.Exec(ctx, p, argv, stdin, stdout, stderr)
+}
+
+func (c *Cluster) call(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Sock)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	w := muxproto.NewWriter(conn)
+	r := muxproto.NewReader(conn)
+	if err := w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: c.Job, PodUID: string(c.Pod.UID)}); err != nil {
+		return 0, fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	if err := w.WriteJSON(muxproto.TypeOpen, 0, muxproto.Open{Argv: argv}); err != nil {
+		return 0, fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(answerTimeout))
+	f, err := r.Read()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	if f.Type == muxproto.TypeExit {
+		var x muxproto.Exit
+		_ = muxproto.Decode(f, &x)
+		return 0, fmt.Errorf("%w: %s", errUnavailable, x.Error)
+	}
+	if f.Type != muxproto.TypeAccept {
+		return 0, fmt.Errorf("%w: it answered with a %s frame", errUnavailable, f.Type)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	if stdin != nil {
+		go func() {
+			buf := make([]byte, muxproto.MaxData)
+			for {
+				n, err := stdin.Read(buf)
+				if n > 0 && w.Write(muxproto.TypeStdin, 0, buf[:n]) != nil {
+					return
+				}
+				if err != nil {
+					break
+				}
+			}
+			_ = w.Write(muxproto.TypeStdinEOF, 0, nil)
+		}()
+	} else {
+		_ = w.Write(muxproto.TypeStdinEOF, 0, nil)
+	}
+	for {
+		f, err := r.Read()
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0, context.Cause(ctx)
+			}
+			// The multiplexer died mid-call: this process goes direct.
+			c.off.Store(true)
+			return 0, fmt.Errorf("the job's multiplexer went away mid-call: %v", err)
+		}
+		switch f.Type {
+		case muxproto.TypeStdout:
+			if _, err := stdout.Write(f.Payload); err != nil {
+				return 0, err
+			}
+		case muxproto.TypeStderr:
+			if _, err := stderr.Write(f.Payload); err != nil {
+				return 0, err
+			}
+		case muxproto.TypeExit:
+			var x muxproto.Exit
+			if err := muxproto.Decode(f, &x); err != nil {
+				return 0, err
+			}
+			if x.Error != "" {
+				return 0, errors.New(x.Error)
+			}
+			return x.Code, nil
+		}
+	}
+}

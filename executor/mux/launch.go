@@ -1,0 +1,288 @@
+package mux
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/muxproto"
+)
+
+// Spec is what a multiplexer process is started with (on its command
+// line: nothing in it is secret).
+type Spec struct {
+	// Sock is the unix socket it listens on.
+	Sock string `json:"sock"`
+	// Job and Pod are the job and pod it serves.
+	Job string   `json:"job"`
+	Pod pool.Pod `json:"pod"`
+	// Idle and Reattach are Server's bounds (Go durations; empty: the
+	// defaults).
+	Idle     string `json:"idle,omitempty"`
+	Reattach string `json:"reattach,omitempty"`
+}
+
+// SocketPath is the socket of job key's multiplexer in dir: a digest of
+// the key, so its length is fixed (a unix socket path has 108 bytes at
+// most) and one job's name never leads to another's socket.
+func SocketPath(dir, key string) string {
+	h := sha256.Sum256([]byte(key))
+	return filepath.Join(dir, "mux-"+hex.EncodeToString(h[:12])+".sock")
+}
+
+// maxSockPath is the longest socket path Linux takes (sun_path less its
+// terminating NUL).
+const maxSockPath = 107
+
+// keptEnv are the environment variables a multiplexer process keeps: what
+// client-go needs to find the cluster, and the executor's own settings.
+// The CI system's job variables (GitLab's CUSTOM_ENV_*, the job token
+// among them) are dropped: a process that lives for the whole job holds
+// nothing secret it does not need.
+var keptEnv = []string{"PATH", "HOME", "USER", "TMPDIR", "KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT",
+	"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy"}
+
+// Env returns the entries of environ (KEY=VALUE) a multiplexer keeps:
+// keptEnv and those with one of prefixes (the executor's flags, e.g.
+// "WARMPOD_GITLAB_").
+func Env(environ []string, prefixes ...string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		keep := false
+		for _, n := range keptEnv {
+			keep = keep || k == n
+		}
+		for _, p := range prefixes {
+			keep = keep || strings.HasPrefix(k, p)
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// readyTimeout bounds how long Start waits for the new process to listen.
+const readyTimeout = 5 * time.Second
+
+// Start starts a multiplexer for spec as its own session (detached from
+// the CI system's process group, so a signal to the calling stage does
+// not reach it, and its end does not wait for it): argv is the executor
+// binary and its flags, to which Start appends "mux SPEC-JSON"; env its
+// environment ([Env]). It returns once the socket listens. Errors: the
+// state directory is not private to this uid (0700, owned by it), the
+// path is too long, or the process did not come up; the job then runs on
+// direct exec.
+func Start(argv, env []string, spec Spec) error {
+	dir := filepath.Dir(spec.Sock)
+	if len(spec.Sock) > maxSockPath {
+		return fmt.Errorf("socket path %s is longer than %d bytes", spec.Sock, maxSockPath)
+	}
+	if err := PrivateDir(dir); err != nil {
+		return err
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	cmd := exec.Command(argv[0], append(append([]string{}, argv[1:]...), "mux", string(b))...)
+	cmd.Env = env
+	cmd.ExtraFiles = []*os.File{w} // fd 3: "ok" once it listens
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Release() }()
+	_ = r.SetReadDeadline(time.Now().Add(readyTimeout))
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if strings.TrimSpace(line) != "ok" {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = errors.New(strings.TrimSpace(line))
+		}
+		return fmt.Errorf("the multiplexer did not start: %v", err)
+	}
+	return nil
+}
+
+// PrivateDir makes dir (0700) unless it exists, and checks it is a
+// directory of this uid that no one else may enter.
+func PrivateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("state directory %s must be a directory of uid %d with mode 0700 (it is %v)", dir, os.Getuid(), fi.Mode())
+	}
+	return nil
+}
+
+// Stop asks the multiplexer on sock to exit and waits (2 s at most) until
+// its socket is gone; a socket left by one that died is removed. Stop
+// never fails: nothing is there afterwards, or it is said on log.
+func Stop(sock string, log io.Writer) {
+	conn, err := net.DialTimeout("unix", sock, time.Second)
+	if err == nil {
+		_ = muxproto.NewWriter(conn).Write(muxproto.TypeShutdown, 0, nil)
+		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+		_, _ = muxproto.NewReader(conn).Read()
+		conn.Close()
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if _, err := os.Lstat(sock); errors.Is(err, os.ErrNotExist) {
+				return
+			}
+		}
+	}
+	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) && log != nil {
+		fmt.Fprintf(log, "warmpod: remove multiplexer socket %s: %v\n", sock, err)
+	}
+}
+
+// Main is the multiplexer process: the "mux SPEC-JSON" command of an
+// executor binary, started by Start. connect makes its client. It listens
+// on the spec's socket (0600), says "ok" on fd 3, serves until the job is
+// over ([Server.Serve]), and removes the socket. It returns the exit
+// status.
+func Main(args []string, connect func() (executor.Cluster, error)) int {
+	ready := os.NewFile(3, "ready")
+	fail := func(err error) int {
+		if ready != nil {
+			fmt.Fprintf(ready, "%v\n", err)
+		}
+		fmt.Fprintln(os.Stderr, "warmpod mux:", err)
+		return 1
+	}
+	fs := flag.NewFlagSet("mux", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		return fail(errors.New("usage: mux SPEC-JSON"))
+	}
+	var spec Spec
+	if err := json.Unmarshal([]byte(fs.Arg(0)), &spec); err != nil {
+		return fail(fmt.Errorf("spec: %v", err))
+	}
+	srv := &Server{Pod: spec.Pod, Job: spec.Job, Log: os.Stderr}
+	for _, d := range []struct {
+		v   string
+		dst *time.Duration
+	}{{spec.Idle, &srv.Idle}, {spec.Reattach, &srv.Reattach}} {
+		if d.v == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.v)
+		if err != nil {
+			return fail(fmt.Errorf("spec: %v", err))
+		}
+		*d.dst = v
+	}
+	if spec.Sock == "" || spec.Job == "" || spec.Pod.Name == "" || spec.Pod.UID == "" {
+		return fail(errors.New("spec: sock, job and pod are required"))
+	}
+	cl, err := connect()
+	if err != nil {
+		return fail(err)
+	}
+	srv.Cluster = cl
+	if err := PrivateDir(filepath.Dir(spec.Sock)); err != nil {
+		return fail(err)
+	}
+	// A socket file left by a multiplexer that died is in the way; a
+	// live one is not replaced.
+	if c, err := net.DialTimeout("unix", spec.Sock, time.Second); err == nil {
+		c.Close()
+		return fail(fmt.Errorf("a multiplexer already listens on %s", spec.Sock))
+	}
+	_ = os.Remove(spec.Sock)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: spec.Sock, Net: "unix"})
+	if err != nil {
+		return fail(err)
+	}
+	ln.SetUnlinkOnClose(false)
+	defer os.Remove(spec.Sock)
+	if err := os.Chmod(spec.Sock, 0o600); err != nil {
+		ln.Close()
+		return fail(err)
+	}
+	fmt.Fprintln(ready, "ok")
+	ready.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// SIGHUP (the terminal of whoever started the runner went away) is
+	// not the job's end: the session of its own has no terminal, so it
+	// only comes from a kill.
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	srv.Serve(ctx, ln)
+	return 0
+}
+
+// Launcher starts, reaches and stops the multiplexers of one executor
+// binary's jobs. A nil *Launcher is off: every call goes direct.
+type Launcher struct {
+	// Argv is the executor binary and the flags its multiplexer needs
+	// (the cluster's: kubeconfig, namespace).
+	Argv []string
+	// Env is the multiplexer's environment ([Env]).
+	Env []string
+	// Dir is the private state directory of the sockets.
+	Dir string
+	// Idle is Server.Idle (0: DefaultIdle).
+	Idle time.Duration
+}
+
+// Sock is the socket of the job keyed key (unique per job and CI server).
+func (l *Launcher) Sock(key string) string { return SocketPath(l.Dir, key) }
+
+// Start starts the multiplexer of job (keyed key) on pod; see [Start].
+func (l *Launcher) Start(key, job string, pod pool.Pod) error {
+	if l == nil {
+		return nil
+	}
+	spec := Spec{Sock: l.Sock(key), Job: job, Pod: pod}
+	if l.Idle > 0 {
+		spec.Idle = l.Idle.String()
+	}
+	return Start(l.Argv, l.Env, spec)
+}
+
+// Wrap returns cl with Exec through the multiplexer of job (keyed key)
+// on pod, falling back to cl's own ([Cluster]); nil l returns cl.
+func (l *Launcher) Wrap(cl executor.Cluster, key, job string, pod pool.Pod, log io.Writer) executor.Cluster {
+	if l == nil {
+		return cl
+	}
+	return &Cluster{Cluster: cl, Sock: l.Sock(key), Job: job, Pod: pod, Log: log}
+}
+
+// Stop stops the multiplexer keyed key; see [Stop].
+func (l *Launcher) Stop(key string, log io.Writer) {
+	if l != nil {
+		Stop(l.Sock(key), log)
+	}
+}

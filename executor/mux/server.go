@@ -1,0 +1,452 @@
+// Package mux is a job's multiplexer on the executor's host: one process
+// per job, started by the job's prepare call, that holds one exec stream
+// into the job's pod (`warmpod job attach`) and carries every later call
+// of the job over it, as OpenSSH's control master carries later sessions.
+// A CI system starts the executor anew for every stage; without the
+// multiplexer each stage pays a process's client set-up, a TLS handshake
+// and an exec upgrade through the API server and the kubelet, where the
+// stage itself costs the pod a few milliseconds.
+//
+// The executor's calls reach it over a unix socket in the driver's state
+// directory ([Cluster] is the executor side: an executor.Cluster whose
+// Exec goes through the multiplexer when it answers and through a direct
+// exec when it does not). Frames are package muxproto's; the contract is
+// docs/multiplexer.md.
+package mux
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/muxproto"
+	"golang.org/x/sys/unix"
+)
+
+// Default bounds of a multiplexer's life (Server.Idle, Server.Reattach).
+const (
+	// DefaultIdle: a multiplexer with no call for this long exits. CI
+	// systems call again within milliseconds between stages; a runner
+	// that died leaves one that goes after this.
+	DefaultIdle = 10 * time.Minute
+	// DefaultReattach: a multiplexer that cannot open a stream into its
+	// pod for this long exits (the pod is gone, or the API server
+	// unreachable); the job's calls go direct meanwhile.
+	DefaultReattach = 30 * time.Second
+)
+
+// Server is one job's multiplexer. Its fields are set before Serve.
+type Server struct {
+	// Cluster opens the exec stream into the pod (*pool.Kube).
+	Cluster executor.Cluster
+	// Pod and Job are the only pod and job the multiplexer serves: a
+	// call that names another is refused.
+	Pod pool.Pod
+	Job string
+	// Log gets the multiplexer's own notes (its stderr).
+	Log io.Writer
+	// Idle and Reattach bound its life (0: DefaultIdle, DefaultReattach).
+	Idle, Reattach time.Duration
+
+	attachMu sync.Mutex // one attach at a time; held without mu
+	mu       sync.Mutex
+	stream   *podStream
+	active   int       // calls being served
+	lastCall time.Time // when the last call ended
+	stop     chan string
+	stopOnce sync.Once
+}
+
+// podStream is one exec of `warmpod job attach` and the calls it carries.
+type podStream struct {
+	w      *muxproto.Writer
+	in     *io.PipeWriter
+	routes map[uint32]*route
+	next   uint32
+	dead   chan struct{}
+	err    error // why it died, once dead is closed
+}
+
+// route is one call in the pod: frames for its channel go to the client.
+type route struct {
+	client *muxproto.Writer
+	exited chan struct{}
+}
+
+func (s *Server) shutdown(reason string) {
+	s.stopOnce.Do(func() { s.stop <- reason })
+}
+
+// Serve accepts calls on ln until the multiplexer's job is over: the
+// pod's attach says the job ended, a Shutdown frame comes (the job's
+// clean-up), no call came for Idle, the pod stream could not be opened
+// for Reattach, or ctx ends. It returns the reason. The listener is
+// closed on return; the socket file is the caller's.
+func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) string {
+	if s.Idle <= 0 {
+		s.Idle = DefaultIdle
+	}
+	if s.Reattach <= 0 {
+		s.Reattach = DefaultReattach
+	}
+	if s.Log == nil {
+		s.Log = io.Discard
+	}
+	s.stop = make(chan string, 1)
+	s.lastCall = time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for {
+			c, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go s.serveConn(ctx, c)
+		}
+	}()
+	// The stream is opened at once: the first stage usually follows
+	// prepare within milliseconds.
+	go func() {
+		if _, err := s.podStream(ctx); err != nil {
+			s.shutdown(err.Error())
+		}
+	}()
+	tick := time.NewTicker(min(s.Idle/4, 5*time.Second))
+	defer tick.Stop()
+	var reason string
+	for reason == "" {
+		select {
+		case reason = <-s.stop:
+		case <-ctx.Done():
+			reason = "cancelled"
+		case <-tick.C:
+			s.mu.Lock()
+			if s.active == 0 && time.Since(s.lastCall) >= s.Idle {
+				reason = "idle"
+			}
+			s.mu.Unlock()
+		}
+	}
+	_ = ln.Close()
+	s.mu.Lock()
+	if st := s.stream; st != nil {
+		_ = st.w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: reason})
+		_ = st.in.Close()
+	}
+	s.mu.Unlock()
+	fmt.Fprintf(s.Log, "warmpod mux: job %s: %s\n", s.Job, reason)
+	return reason
+}
+
+// podStream returns the live stream into the pod, opening one (again)
+// when there is none: retried with backoff for Reattach at most.
+func (s *Server) podStream(ctx context.Context) (*podStream, error) {
+	s.attachMu.Lock()
+	defer s.attachMu.Unlock()
+	s.mu.Lock()
+	st := s.stream
+	s.mu.Unlock()
+	if st != nil {
+		select {
+		case <-st.dead:
+		default:
+			return st, nil
+		}
+	}
+	deadline := time.Now().Add(s.Reattach)
+	for attempt := 0; ; attempt++ {
+		st, err := s.attach(ctx)
+		if err == nil {
+			s.mu.Lock()
+			s.stream = st
+			s.mu.Unlock()
+			return st, nil
+		}
+		fmt.Fprintf(s.Log, "warmpod mux: attach to pod %s: %v\n", s.Pod.Name, err)
+		if errors.Is(err, errJobOver) {
+			s.shutdown("job-ended")
+			return nil, err
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("no stream into pod %s for %s: %w", s.Pod.Name, s.Reattach, err)
+		}
+		select {
+		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// errJobOver: attach refused the job (it is not the pod's any more).
+var errJobOver = errors.New("the job is not the pod's any more")
+
+// helloTimeout bounds the wait for attach's Hello after the exec starts.
+const helloTimeout = 15 * time.Second
+
+// attach execs `warmpod job attach` in the pod and waits for its Hello.
+func (s *Server) attach(ctx context.Context) (*podStream, error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errb bytes.Buffer
+	st := &podStream{w: muxproto.NewWriter(inW), in: inW, routes: map[uint32]*route{}, dead: make(chan struct{})}
+	execDone := make(chan error, 1)
+	go func() {
+		code, err := s.Cluster.Exec(ctx, s.Pod, []string{s.Pod.Bin, "job", "attach", "--job", s.Job}, inR, outW, &errb)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("warmpod job attach: exit %d: %s", code, bytes.TrimSpace(errb.Bytes()))
+			if code == 69 { // EX_UNAVAILABLE: no job, or another one
+				err = fmt.Errorf("%w: %v", errJobOver, err)
+			}
+		} else if err == nil {
+			err = errors.New("the stream ended")
+		}
+		_ = outW.CloseWithError(err)
+		_ = inR.CloseWithError(err)
+		execDone <- err
+	}()
+	r := muxproto.NewReader(outR)
+	hello := make(chan error, 1)
+	go func() {
+		f, err := r.Read()
+		if err == nil && f.Type != muxproto.TypeHello {
+			err = fmt.Errorf("attach began with a %s frame", f.Type)
+		}
+		var h muxproto.Hello
+		if err == nil {
+			err = muxproto.Decode(f, &h)
+		}
+		if err == nil && (h.Version != muxproto.Version || h.Job != s.Job) {
+			err = fmt.Errorf("attach serves job %q, version %d", h.Job, h.Version)
+		}
+		hello <- err
+	}()
+	select {
+	case err := <-hello:
+		if err != nil {
+			_ = inW.CloseWithError(err)
+			if xerr := <-execDone; xerr != nil && !errors.Is(err, xerr) {
+				err = xerr
+			}
+			return nil, err
+		}
+	case <-time.After(helloTimeout):
+		_ = inW.Close()
+		_ = outR.Close()
+		return nil, errors.New("no hello from warmpod job attach")
+	}
+	go s.readPod(st, r, execDone)
+	return st, nil
+}
+
+// readPod hands the pod's frames to their calls until the stream ends;
+// then every call still open gets an Exit with the stream's error, so its
+// executor reattaches the stage from its offset.
+func (s *Server) readPod(st *podStream, r *muxproto.Reader, execDone <-chan error) {
+	var cause error
+	for cause == nil {
+		f, err := r.Read()
+		if err != nil {
+			cause = err
+			break
+		}
+		switch f.Type {
+		case muxproto.TypeBye:
+			var b muxproto.Bye
+			_ = muxproto.Decode(f, &b)
+			cause = fmt.Errorf("attach said bye: %s", b.Reason)
+			if b.Reason == "job-ended" {
+				s.shutdown("job-ended")
+			}
+		case muxproto.TypeStdout, muxproto.TypeStderr, muxproto.TypeExit:
+			s.mu.Lock()
+			rt := st.routes[f.Channel]
+			if f.Type == muxproto.TypeExit {
+				delete(st.routes, f.Channel)
+			}
+			s.mu.Unlock()
+			if rt == nil {
+				continue // its client left
+			}
+			if err := rt.client.Write(f.Type, 0, f.Payload); err != nil && f.Type != muxproto.TypeExit {
+				// The client is gone: stop the call in the pod.
+				s.mu.Lock()
+				delete(st.routes, f.Channel)
+				s.mu.Unlock()
+				_ = st.w.Write(muxproto.TypeClose, f.Channel, nil)
+				close(rt.exited)
+				continue
+			}
+			if f.Type == muxproto.TypeExit {
+				close(rt.exited)
+			}
+		}
+	}
+	_ = st.in.CloseWithError(cause)
+	select {
+	case err := <-execDone:
+		if err != nil {
+			cause = err
+		}
+	case <-time.After(2 * time.Second):
+	}
+	s.mu.Lock()
+	st.err = cause
+	close(st.dead)
+	routes := st.routes
+	st.routes = map[uint32]*route{}
+	s.mu.Unlock()
+	for _, rt := range routes {
+		_ = rt.client.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{Error: fmt.Sprintf("the exec stream into pod %s broke: %v", s.Pod.Name, cause)})
+		close(rt.exited)
+	}
+}
+
+// clientHelloTimeout bounds how long a connected client may take to name
+// its job and call.
+const clientHelloTimeout = 10 * time.Second
+
+// serveConn serves one call of one executor process: Hello (its job and
+// pod, or Shutdown), Open, then the call's stdin; the call's output and
+// exit go back.
+func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	if err := checkPeer(c); err != nil {
+		fmt.Fprintf(s.Log, "warmpod mux: refused a connection: %v\n", err)
+		return
+	}
+	w := muxproto.NewWriter(c)
+	refuse := func(format string, a ...any) {
+		_ = w.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{Error: fmt.Sprintf(format, a...), Refused: true})
+	}
+	_ = c.SetReadDeadline(time.Now().Add(clientHelloTimeout))
+	r := muxproto.NewReader(c)
+	f, err := r.Read()
+	if err != nil {
+		return
+	}
+	switch f.Type {
+	case muxproto.TypeShutdown:
+		s.shutdown("shutdown")
+		_ = w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "shutdown"})
+		return
+	case muxproto.TypeHello:
+	default:
+		refuse("a call begins with hello, not %s", f.Type)
+		return
+	}
+	var h muxproto.Hello
+	if err := muxproto.Decode(f, &h); err != nil {
+		refuse("%v", err)
+		return
+	}
+	if h.Job != s.Job || h.PodUID != string(s.Pod.UID) {
+		refuse("this multiplexer serves job %s in pod %s, not job %s in pod uid %s", s.Job, s.Pod.Name, h.Job, h.PodUID)
+		return
+	}
+	if f, err = r.Read(); err != nil {
+		return
+	}
+	var o muxproto.Open
+	if f.Type != muxproto.TypeOpen || muxproto.Decode(f, &o) != nil {
+		refuse("expected an open frame, got %s", f.Type)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active--
+		s.lastCall = time.Now()
+		s.mu.Unlock()
+	}()
+	st, err := s.podStream(ctx)
+	if err != nil {
+		refuse("%v", err)
+		return
+	}
+	rt := &route{client: w, exited: make(chan struct{})}
+	s.mu.Lock()
+	select {
+	case <-st.dead:
+		s.mu.Unlock()
+		refuse("the exec stream into pod %s broke", s.Pod.Name)
+		return
+	default:
+	}
+	st.next++
+	ch := st.next
+	st.routes[ch] = rt
+	s.mu.Unlock()
+	// Accept goes first, so the client knows its stdin is taken from here
+	// on; the call's own frames can only follow the Open.
+	if err := w.Write(muxproto.TypeAccept, 0, nil); err != nil {
+		return
+	}
+	if err := st.w.Write(muxproto.TypeOpen, ch, f.Payload); err != nil {
+		return // readPod fails the route
+	}
+	clientGone := make(chan struct{})
+	go func() {
+		defer close(clientGone)
+		for {
+			f, err := r.Read()
+			if err != nil {
+				return
+			}
+			switch f.Type {
+			case muxproto.TypeStdin, muxproto.TypeStdinEOF:
+				_ = st.w.Write(f.Type, ch, f.Payload)
+			}
+		}
+	}()
+	select {
+	case <-rt.exited:
+	case <-clientGone:
+		// The executor process went away mid-call (killed, or its CI
+		// system cancelled it): the call in the pod is stopped, as a cut
+		// direct exec would be. A stage goes on under PID 1.
+		s.mu.Lock()
+		_, open := st.routes[ch]
+		delete(st.routes, ch)
+		s.mu.Unlock()
+		if open {
+			_ = st.w.Write(muxproto.TypeClose, ch, nil)
+		}
+	}
+}
+
+// checkPeer accepts only a process of the multiplexer's own uid (the
+// socket's mode 0600 and its 0700 directory say the same; this is the
+// check that does not depend on them).
+func checkPeer(c *net.UnixConn) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if int(cred.Uid) != os.Getuid() {
+		return fmt.Errorf("peer uid %d is not %d", cred.Uid, os.Getuid())
+	}
+	return nil
+}
