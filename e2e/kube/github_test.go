@@ -114,6 +114,22 @@ func newGHPool(t *testing.T, replicas int, proxy bool) *ghPool {
 	return g
 }
 
+// stateDir is the hook's private directory of multiplexer sockets.
+func (g *ghPool) stateDir() string { return filepath.Join(g.dir, "state") }
+
+// stepsSaid tells whether any step's log (its ::debug:: lines included)
+// has s.
+func (r *hookResult) stepsSaid(s string) bool {
+	for _, st := range r.Steps {
+		for _, o := range st.Output {
+			if strings.Contains(o.Text, s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // hookResult is the part of hookrun's result document the tests read.
 type hookResult struct {
 	Result    string `json:"result"`
@@ -185,7 +201,8 @@ func (g *ghPool) hookrun(t *testing.T, example, runner string, env ...string) (*
 		"WARMPOD_GITHUB_POOLS="+filepath.Join(repoRoot, "deploy/kube-e2e/github-pool.yaml"),
 		"WARMPOD_GITHUB_KUBECONFIG="+g.kubeconfig,
 		"ACTIONS_RUNNER_POD_NAME="+runner,
-		"HOOKRUN_TMP="+filepath.Join(g.dir, "hookrun-"+runner)), env...)
+		"HOOKRUN_TMP="+filepath.Join(g.dir, "hookrun-"+runner),
+		"WARMPOD_GITHUB_STATE_DIR="+g.stateDir()), env...)
 	return cmd, out
 }
 
@@ -261,6 +278,9 @@ func TestGitHubHookExamples(t *testing.T) {
 					}
 				}
 			}
+			assert.False(t, r.stepsSaid("direct exec"), "every step went through the job's multiplexer")
+			assert.Empty(t, muxProcs(t, g.stateDir()), "cleanup_job stopped the multiplexer")
+			assert.Empty(t, stateFiles(t, g.stateDir()), "no socket left")
 			waitFor(t, 30*time.Second, "only the pool's idle pods left", func() (bool, string) {
 				left := jobPods(t, g.ns)
 				return len(left) == 0, strings.Join(left, " ")
@@ -319,6 +339,49 @@ func TestGitHubHookStreamCutMidStep(t *testing.T) {
 	assert.Contains(t, lines, "runs=1", "the step ran once")
 }
 
+// The job's multiplexer SIGKILLed mid-step: the step completes through a
+// direct exec, every line once and in order, the step ran once, and the
+// next step goes direct.
+func TestGitHubHookMuxKilledMidStep(t *testing.T) {
+	g := newGHPool(t, 1, false)
+	t.Cleanup(func() { killMux(t, g.stateDir()) })
+	ex := writeExample(t, map[string]any{"name": "muxkill", "expect": "success",
+		"container": map[string]any{"image": "localhost/hooks/job:v1"},
+		"steps": []map[string]any{
+			{"id": "count", "run": "echo run >> /__w/runs\ni=1; while [ $i -le 40 ]; do echo line-$i; i=$((i+1)); sleep 0.1; done"},
+			{"id": "once", "run": "echo runs=$(wc -l < /__w/runs)"},
+		}})
+	cmd, out := g.hookrun(t, ex, "gh-runner-muxkill")
+	var log []byte
+	done := make(chan struct{})
+	go func() { log, _ = cmd.CombinedOutput(); close(done) }()
+	waitFor(t, 60*time.Second, "the job's multiplexer up", func() (bool, string) {
+		return len(muxProcs(t, g.stateDir())) == 1, ""
+	})
+	time.Sleep(2 * time.Second) // into the step's 4 s of output
+	require.Equal(t, 1, killMux(t, g.stateDir()))
+	<-done
+	r, _ := readResult(t, out, log)
+	require.Equal(t, "success", r.Result, "hookrun:\n%s", log)
+	_, _, lines := r.step(t, "count")
+	var got []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "line-") {
+			got = append(got, l)
+		}
+	}
+	var want []string
+	for i := 1; i <= 40; i++ {
+		want = append(want, "line-"+strconv.Itoa(i))
+	}
+	assert.Equal(t, want, got, "every line once, in order")
+	assert.Contains(t, strings.Join(lines, "\n"), "reattaching", "the call was resumed (::debug:: line)")
+	_, _, lines = r.step(t, "once")
+	assert.Contains(t, lines, "runs=1", "the step ran once")
+	assert.Contains(t, strings.Join(lines, "\n"), "direct exec", "the next step went direct")
+	assert.Empty(t, stateFiles(t, g.stateDir()), "cleanup_job removed the dead multiplexer's socket")
+}
+
 // The hook SIGKILLed mid-step with the runner (the runner pod dying): the
 // pod's lease lapses, warmpod ends the job, and the pod deletes itself.
 func TestGitHubHookKilledMidStep(t *testing.T) {
@@ -352,6 +415,11 @@ func TestGitHubHookKilledMidStep(t *testing.T) {
 		return code == 404, fmt.Sprint(code)
 	})
 	t.Logf("pod %s gone %v after the runner died (lease TTL 5 s, --grace 10 s)", claimed, time.Since(killed).Round(100*time.Millisecond))
+	// The job's multiplexer, in a session of its own, survived the
+	// runner: it renewed nothing and goes with the job.
+	waitFor(t, 30*time.Second, "the job's multiplexer gone with its job", func() (bool, string) {
+		return len(muxProcs(t, g.stateDir())) == 0 && len(stateFiles(t, g.stateDir())) == 0, fmt.Sprint(stateFiles(t, g.stateDir()))
+	})
 	waitIdle(t, g.ns, 1, 2*time.Minute)
 }
 
