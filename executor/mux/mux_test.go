@@ -1,0 +1,263 @@
+package mux
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/muxproto"
+)
+
+// fakePod is an executor.Cluster whose Exec of `job attach` runs a
+// stand-in for the pod's attach (it speaks muxproto on the exec's stdin
+// and stdout) and whose other execs are the "direct" path. Commands, as
+// argv[2]: "echo" copies stdin to stdout until StdinEOF and exits 0;
+// "exit" exits with argv[3]; "hang" never ends; "cut" ends the whole
+// stream mid-call; "bye" makes attach say the job ended.
+type fakePod struct {
+	executor.Cluster
+	attaches, direct atomic.Int32
+}
+
+func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if len(argv) < 3 || argv[2] != "attach" {
+		f.direct.Add(1)
+		_, _ = io.Copy(stdout, stdin)
+		return 0, nil
+	}
+	f.attaches.Add(1)
+	w := muxproto.NewWriter(stdout)
+	_ = w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: argv[4]})
+	r := muxproto.NewReader(stdin)
+	argvOf := map[uint32][]string{}
+	for {
+		fr, err := r.Read()
+		if err != nil {
+			return 0, nil
+		}
+		switch fr.Type {
+		case muxproto.TypeOpen:
+			var o muxproto.Open
+			_ = json.Unmarshal(fr.Payload, &o)
+			argvOf[fr.Channel] = o.Argv
+			switch o.Argv[2] {
+			case "exit":
+				code, _ := strconv.Atoi(o.Argv[3])
+				_ = w.Write(muxproto.TypeStderr, fr.Channel, []byte("bye\n"))
+				_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Code: code})
+			case "cut":
+				_ = w.Write(muxproto.TypeStdout, fr.Channel, []byte("partial"))
+				return 0, fmt.Errorf("stream cut")
+			case "bye":
+				_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Code: 0})
+				_ = w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "job-ended"})
+				return 0, nil
+			}
+		case muxproto.TypeStdin:
+			if argvOf[fr.Channel][2] == "echo" {
+				_ = w.Write(muxproto.TypeStdout, fr.Channel, fr.Payload)
+			}
+		case muxproto.TypeStdinEOF:
+			if argvOf[fr.Channel][2] == "echo" {
+				_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Code: 0})
+			}
+		case muxproto.TypeClose:
+			_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Code: 137})
+		}
+	}
+}
+
+var testPod = pool.Pod{Name: "p-1", UID: "uid-1", Bin: "/warmpod/warmpod"}
+
+// serve runs a Server for job j on a socket in a temporary directory and
+// returns the socket, the fake pod and the channel Serve's reason comes on.
+func serve(t *testing.T, idle time.Duration) (string, *fakePod, <-chan string) {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, PrivateDir(filepath.Join(dir, "state")))
+	sock := SocketPath(filepath.Join(dir, "state"), "job-1")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	require.NoError(t, err)
+	fp := &fakePod{}
+	srv := &Server{Cluster: fp, Pod: testPod, Job: "j1", Idle: idle, Reattach: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	reason, done := make(chan string, 1), make(chan struct{})
+	go func() { reason <- srv.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Error("Serve did not return")
+		}
+	})
+	return sock, fp, reason
+}
+
+func client(sock, job string, fp *fakePod, log io.Writer) *Cluster {
+	return &Cluster{Cluster: fp, Sock: sock, Job: job, Pod: testPod, Log: log}
+}
+
+func TestCallsShareOneStream(t *testing.T) {
+	sock, fp, _ := serve(t, time.Minute)
+	c := client(sock, "j1", fp, io.Discard)
+	cases := []struct {
+		argv     []string
+		stdin    string
+		code     int
+		out, err string
+	}{
+		{[]string{"w", "job", "echo"}, "script bytes", 0, "script bytes", ""},
+		{[]string{"w", "job", "exit", "3"}, "", 3, "", "bye\n"},
+		{[]string{"w", "job", "echo"}, strings.Repeat("x", 3*muxproto.MaxData+1), 0, strings.Repeat("x", 3*muxproto.MaxData+1), ""},
+	}
+	for _, tc := range cases {
+		var out, errb bytes.Buffer
+		var in io.Reader
+		if tc.stdin != "" {
+			in = strings.NewReader(tc.stdin)
+		}
+		code, err := c.Exec(context.Background(), testPod, tc.argv, in, &out, &errb)
+		require.NoError(t, err, tc.argv)
+		assert.Equal(t, tc.code, code, tc.argv)
+		assert.Equal(t, tc.out, out.String(), tc.argv)
+		assert.Equal(t, tc.err, errb.String(), tc.argv)
+	}
+	assert.EqualValues(t, 1, fp.attaches.Load(), "one exec stream for every call")
+	assert.Zero(t, fp.direct.Load())
+	m, d := c.Calls()
+	assert.EqualValues(t, 3, m)
+	assert.Zero(t, d)
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	sock, fp, _ := serve(t, time.Minute)
+	c := client(sock, "j1", fp, io.Discard)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out bytes.Buffer
+			msg := strings.Repeat(strconv.Itoa(i), 100000)
+			code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "echo"}, strings.NewReader(msg), &out, io.Discard)
+			assert.NoError(t, err)
+			assert.Zero(t, code)
+			assert.Equal(t, msg, out.String(), "call %d got its own output only", i)
+		}()
+	}
+	wg.Wait()
+	assert.EqualValues(t, 1, fp.attaches.Load())
+}
+
+func TestFallsBackToDirectExec(t *testing.T) {
+	sock, fp, _ := serve(t, time.Minute)
+	cases := []struct {
+		name string
+		c    *Cluster
+		pod  pool.Pod
+		says string
+	}{
+		{"no socket", client(sock+".missing", "j1", fp, nil), testPod, "no such file"},
+		{"another job's multiplexer", client(sock, "j2", fp, nil), testPod, "serves job j1"},
+		{"another pod", client(sock, "j1", fp, nil), pool.Pod{Name: "p-2", UID: "uid-2"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var log bytes.Buffer
+			tc.c.Log = &log
+			before := fp.direct.Load()
+			var out bytes.Buffer
+			code, err := tc.c.Exec(context.Background(), tc.pod, []string{"w", "job", "echo"}, strings.NewReader("same stdin"), &out, io.Discard)
+			require.NoError(t, err)
+			assert.Zero(t, code)
+			assert.Equal(t, "same stdin", out.String(), "the direct exec got all of stdin")
+			assert.Equal(t, before+1, fp.direct.Load())
+			assert.Contains(t, log.String(), tc.says)
+		})
+	}
+}
+
+func TestStreamCutFailsTheCallThenReattaches(t *testing.T) {
+	sock, fp, _ := serve(t, time.Minute)
+	c := client(sock, "j1", fp, io.Discard)
+	var out bytes.Buffer
+	_, err := c.Exec(context.Background(), testPod, []string{"w", "job", "cut"}, nil, &out, io.Discard)
+	require.ErrorContains(t, err, "broke", "a broken stream, for the stage to reattach")
+	assert.Equal(t, "partial", out.String())
+	out.Reset()
+	code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "echo"}, strings.NewReader("again"), &out, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, code)
+	assert.Equal(t, "again", out.String())
+	assert.EqualValues(t, 2, fp.attaches.Load(), "reattached")
+	assert.Zero(t, fp.direct.Load(), "still through the multiplexer")
+}
+
+func TestClientGoneStopsTheCall(t *testing.T) {
+	sock, fp, _ := serve(t, time.Minute)
+	c := client(sock, "j1", fp, io.Discard)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Exec(ctx, testPod, []string{"w", "job", "hang"}, nil, io.Discard, io.Discard)
+	require.Error(t, err)
+	// The multiplexer still serves the next call.
+	code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "exit", "0"}, nil, io.Discard, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, code)
+}
+
+func TestServeEnds(t *testing.T) {
+	t.Run("shutdown", func(t *testing.T) {
+		sock, _, reason := serve(t, time.Minute)
+		Stop(sock, nil)
+		assert.Equal(t, "shutdown", <-reason)
+	})
+	t.Run("idle", func(t *testing.T) {
+		_, _, reason := serve(t, 100*time.Millisecond)
+		select {
+		case r := <-reason:
+			assert.Equal(t, "idle", r)
+		case <-time.After(5 * time.Second):
+			t.Fatal("an idle multiplexer did not exit")
+		}
+	})
+	t.Run("job ended in the pod", func(t *testing.T) {
+		sock, fp, reason := serve(t, time.Minute)
+		_, err := client(sock, "j1", fp, nil).Exec(context.Background(), testPod, []string{"w", "job", "bye"}, nil, io.Discard, io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, "job-ended", <-reason)
+	})
+}
+
+func TestSocketPathAndEnv(t *testing.T) {
+	a, b := SocketPath("/d", "gitlab/1/x"), SocketPath("/d", "gitlab/2/x")
+	assert.NotEqual(t, a, b)
+	assert.Equal(t, len(a), len(SocketPath("/d", strings.Repeat("k", 500))), "fixed length whatever the key")
+	env := Env([]string{"PATH=/bin", "CUSTOM_ENV_CI_JOB_TOKEN=secret", "KUBECONFIG=/k", "WARMPOD_GITLAB_POOLS=p", "GITHUB_TOKEN=t"}, "WARMPOD_GITLAB_")
+	assert.Equal(t, []string{"PATH=/bin", "KUBECONFIG=/k", "WARMPOD_GITLAB_POOLS=p"}, env, "no job variable, no token")
+}
+
+func TestPrivateDirRefusesAnOpenDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "open")
+	require.NoError(t, PrivateDir(dir))
+	require.NoError(t, osChmod(dir, 0o755))
+	require.ErrorContains(t, PrivateDir(dir), "mode 0700")
+}
+
+var osChmod = os.Chmod
