@@ -70,6 +70,12 @@ type Core struct {
 	// RBAC names the manifest of the executor's Role, for the error of a
 	// job start that the API server forbids ("deploy/gitlab-rbac.yaml").
 	RBAC string
+	// Attach, when set, is called by Acquire with each pod it got, before
+	// job start: it returns the Cluster to start the job through (the
+	// job's multiplexer, which opens its stream into the pod meanwhile, so
+	// the first stage finds it ready) and release, called with whether the
+	// pod took the job (false: the multiplexer is stopped).
+	Attach func(pod pool.Pod) (cl Cluster, release func(ok bool))
 }
 
 // SystemError is a failure of the pod, the cluster or a stream (not of
@@ -159,10 +165,16 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 			}
 			pod = &cold
 		}
-		code, msg, err := c.startJob(ctx, job, *pod)
+		cl, release := c.Cluster, func(bool) {}
+		if c.Attach != nil {
+			cl, release = c.Attach(*pod)
+		}
+		code, msg, err := c.startJob(ctx, cl, job, *pod)
 		if err == nil && code == 0 {
+			release(true)
 			return *pod, nil
 		}
+		release(false)
 		c.DeletePod(ctx, *pod)
 		if err != nil && forbidden(err) {
 			// Every pod would be refused the same way: stop here rather
@@ -180,7 +192,7 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 	return pool.Pod{}, Errorf("no pod took the job after 5 tries")
 }
 
-func (c *Core) startJob(ctx context.Context, job Job, pod pool.Pod) (int, string, error) {
+func (c *Core) startJob(ctx context.Context, cl Cluster, job Job, pod pool.Pod) (int, string, error) {
 	timeout := job.Timeout
 	if timeout <= 0 {
 		timeout = time.Hour
@@ -203,7 +215,7 @@ func (c *Core) startJob(ctx context.Context, job Job, pod pool.Pod) (int, string
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	code, err := c.Cluster.Exec(ctx, pod, []string{pod.Bin, "job", "start"}, bytes.NewReader(b), &out, &errb)
+	code, err := cl.Exec(ctx, pod, []string{pod.Bin, "job", "start"}, bytes.NewReader(b), &out, &errb)
 	return code, strings.TrimSpace(errb.String()), err
 }
 

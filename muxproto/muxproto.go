@@ -59,11 +59,16 @@ const (
 	// Shutdown (client, socket only, channel 0): stop the multiplexer
 	// (the job's clean-up).
 	TypeShutdown Type = 11
+	// Request (client, socket only, instead of Open): an API call the
+	// multiplexer makes for the job on its own connection to the API
+	// server (its payload is the executor's, package executor/mux); the
+	// answer is a Stdout frame with the result, then Exit.
+	TypeRequest Type = 12
 )
 
 func (t Type) String() string {
 	names := [...]string{1: "hello", 2: "open", 3: "stdin", 4: "stdin-eof", 5: "close", 6: "stdout",
-		7: "stderr", 8: "exit", 9: "accept", 10: "bye", 11: "shutdown"}
+		7: "stderr", 8: "exit", 9: "accept", 10: "bye", 11: "shutdown", 12: "request"}
 	if int(t) < len(names) && names[t] != "" {
 		return names[t]
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,12 +24,17 @@ import (
 // a stage for a live executor does that.
 const attachWatch = 2 * time.Second
 
+// attachNoJob bounds how long `job attach` waits for its job to start
+// (the executor attaches right after its claim and starts the job through
+// the stream): a claim that never became a job leaves no attach behind.
+const attachNoJob = time.Minute
+
 // attachCommands are the `warmpod job` commands a multiplexer may run
-// through attach: what the executors run by direct exec after job start.
-// Not start (the token goes on its own exec, before any multiplexer), not
-// attach itself, not env (it prints the job's secrets; no executor needs
-// it over a stream it shares with other calls).
-var attachCommands = map[string]bool{"stage": true, "cancel": true, "status": true, "wait": true,
+// through attach: what the executors run by direct exec. start is one of
+// them (its token goes on the call's stdin, as on a direct exec, and is
+// never written on the host); not attach itself, not env (it prints the
+// job's secrets; no executor needs it).
+var attachCommands = map[string]bool{"start": true, "stage": true, "cancel": true, "status": true, "wait": true,
 	"put": true, "end": true, "logs": true}
 
 // jobAttach serves one job's calls over its stdin and stdout (the frames
@@ -47,7 +53,8 @@ func jobAttach(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	defer stop()
-	if ok, code := attachJobIsCurrent(ctx, *sock, *job); !ok {
+	seen, code := attachJobState(ctx, *sock, *job)
+	if code != 0 {
 		return code
 	}
 	exe, err := os.Executable()
@@ -55,28 +62,35 @@ func jobAttach(args []string) int {
 		fmt.Fprintln(os.Stderr, "warmpod: job attach:", err)
 		return control.ExitSoftware
 	}
-	a := &attacher{exe: exe, sock: *sock, job: *job, w: muxproto.NewWriter(os.Stdout), calls: map[uint32]*attachCall{}}
+	a := &attacher{exe: exe, sock: *sock, job: *job, w: muxproto.NewWriter(os.Stdout), calls: map[uint32]*attachCall{}, seen: seen}
 	return a.serve(ctx, os.Stdin)
 }
 
-// attachJobIsCurrent tells whether job holds the pod's lease, asking
-// without naming it (no renewal); when not, it prints why and returns
-// the exit code.
-func attachJobIsCurrent(ctx context.Context, sock, job string) (bool, int) {
+// attachJobState tells whether job holds the pod's lease (true) or no job
+// does yet (false, 0), asking without naming it (no renewal). Another
+// job's pod (75), a draining one or a PID 1 out of reach (69) is refused:
+// it prints why and returns the exit code.
+func attachJobState(ctx context.Context, sock, job string) (bool, int) {
 	st, code := call(ctx, sock, &control.Request{Op: control.OpJobStatus})
 	if st == nil {
 		return false, code
 	}
-	if !st.OK {
-		fmt.Fprintln(os.Stderr, "warmpod:", st.Error)
-		return false, st.Code
+	switch {
+	case st.OK && st.Job == job:
+		return true, 0
+	case st.OK:
+		fmt.Fprintf(os.Stderr, "warmpod: job attach: the pod runs another job, not %q\n", job)
+		return false, control.ExitTempFail
+	case strings.Contains(st.Error, idleNoJob):
+		return false, 0
 	}
-	if st.Job != job {
-		fmt.Fprintf(os.Stderr, "warmpod: job attach: job %q is not this pod's job\n", job)
-		return false, control.ExitUnavailable
-	}
-	return true, 0
+	fmt.Fprintln(os.Stderr, "warmpod:", st.Error)
+	return false, st.Code
 }
+
+// idleNoJob is the text of PID 1's answer when no job holds the lease
+// (idle.ErrNoJob; the code, 69, is also a draining pod's).
+const idleNoJob = "no job holds the lease"
 
 type attacher struct {
 	exe, sock, job string
@@ -84,6 +98,7 @@ type attacher struct {
 
 	mu    sync.Mutex
 	calls map[uint32]*attachCall
+	seen  bool // the job has held the lease since attach began
 	ended bool // the job is over: no new call
 	wg    sync.WaitGroup
 }
@@ -115,6 +130,7 @@ func (a *attacher) serve(ctx context.Context, in io.Reader) int {
 	}()
 	tick := time.NewTicker(attachWatch)
 	defer tick.Stop()
+	began := time.Now()
 	for {
 		select {
 		case err := <-readErr:
@@ -131,7 +147,15 @@ func (a *attacher) serve(ctx context.Context, in io.Reader) int {
 			_ = a.w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "signal"})
 			return 0
 		case <-tick.C:
-			if ok, _ := attachJobIsCurrent(ctx, a.sock, a.job); !ok {
+			current, code := attachJobState(ctx, a.sock, a.job)
+			a.mu.Lock()
+			a.seen = a.seen || current
+			seen := a.seen
+			a.mu.Unlock()
+			if !seen && code == 0 && time.Since(began) < attachNoJob {
+				continue // the job has not started yet
+			}
+			if !current {
 				// The calls still running (a job end, a stage's last
 				// output) finish and report first: the job is over, so
 				// none of them runs for long.
@@ -231,6 +255,11 @@ func (a *attacher) open(ch uint32, argv []string) {
 		a.mu.Unlock()
 		c.stdin.close()
 		exit := muxproto.Exit{Code: cmd.ProcessState.ExitCode()}
+		if argv[2] == "start" && exit.Code == 0 {
+			a.mu.Lock()
+			a.seen = true // its end is watched from now on
+			a.mu.Unlock()
+		}
 		if exit.Code < 0 {
 			exit = muxproto.Exit{Error: fmt.Sprintf("warmpod %s in the pod: %v", argv[2], err)}
 		}

@@ -2,8 +2,9 @@
 
 package kubee2e
 
-// The executor's overhead for a whole GitLab job, warm pool pod against
-// the cold fallback, 20 jobs each, through the real GitLab Runner
+// The executor's overhead for a whole GitLab job, warm pool pod with the
+// job's multiplexer, warm without it, and the cold fallback, 20 jobs each,
+// through the real GitLab Runner
 // (`make bench-kube`; skipped unless WARMPOD_KUBE_BENCH names the results
 // file). Overhead of a job: from the runner calling prepare to the last
 // stage's exit code, minus the time the stage scripts ran in the pod (each
@@ -37,14 +38,27 @@ func TestGitLabOverheadBench(t *testing.T) {
 	const n, replicas = 20, 3
 	p := newPool(t, poolOpts{replicas: replicas, flags: []string{"--warm-wait", "0"}, stamps: true})
 
-	var warmJob, coldJob, warmStage, coldStage []time.Duration
-	var warmPrep, coldPrep []time.Duration
-	var split []jobSplit
-	for i := range 2 * n {
-		warm := i%2 == 0 // interleaved, so load drifts hit both alike
+	// Three variants, interleaved so load drifts hit all alike: a warm pod
+	// with the job's multiplexer (the default), a warm pod with one exec
+	// per call (--mux=false, through its environment twin), a cold pod.
+	type variant struct {
+		name      string
+		warm      bool
+		env       []string
+		job, prep []time.Duration
+		stage     []time.Duration
+		split     []jobSplit
+	}
+	vs := []*variant{
+		{name: "warm, multiplexer", warm: true},
+		{name: "warm, one exec per call", warm: true, env: []string{"WARMPOD_GITLAB_MUX=false"}},
+		{name: "cold, multiplexer"},
+	}
+	for i := range len(vs) * n {
+		v := vs[i%len(vs)]
 		id := 500 + i
-		o := jobOpts{id: id, script: []string{"true"}}
-		if !warm {
+		o := jobOpts{id: id, script: []string{"true"}, env: v.env}
+		if !v.warm {
 			o.extraVars = []map[string]any{{"key": "CI_JOB_IMAGE", "value": warmImage, "public": true}}
 		} else {
 			waitIdle(t, p.ns, replicas, 2*time.Minute) // the steady state: a full pool
@@ -52,17 +66,21 @@ func TestGitLabOverheadBench(t *testing.T) {
 		r := p.runJob(t, o)
 		require.Equal(t, 0, r.exit, r.String())
 		kind := "cold"
-		if warm {
+		if v.warm {
 			kind = "warm"
 		}
 		require.Contains(t, traceText(r.trace), "runs on "+kind+" pod")
-		job, stage, prep := overheads(t, p.timings(t, id))
-		if warm {
-			split = append(split, splitJob(t, p, id))
-			warmJob, warmStage, warmPrep = append(warmJob, job), append(warmStage, stage...), append(warmPrep, prep)
-		} else {
-			coldJob, coldStage, coldPrep = append(coldJob, job), append(coldStage, stage...), append(coldPrep, prep)
+		tms := p.timings(t, id)
+		for _, tm := range tms {
+			if tm.Call == "run" && v.env == nil {
+				require.Positive(t, tm.MuxCalls, "%s: job %d's %s went through the multiplexer", v.name, id, tm.Stage)
+			} else if tm.Call == "run" {
+				require.Zero(t, tm.MuxCalls, "%s: job %d's %s", v.name, id, tm.Stage)
+			}
 		}
+		job, stage, prep := overheads(t, tms)
+		v.job, v.stage, v.prep = append(v.job, job), append(v.stage, stage...), append(v.prep, prep)
+		v.split = append(v.split, splitJob(t, p, id))
 	}
 	rtt := bareExecRTT(t, p, n)
 
@@ -73,35 +91,40 @@ func TestGitLabOverheadBench(t *testing.T) {
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
 	var b strings.Builder
-	fmt.Fprintf(&b, "| GitLab job through the real runner (%d jobs each, medians) | warm pool pod | cold fallback | warm / cold |\n|---|---|---|---|\n", n)
-	fmt.Fprintf(&b, "| executor overhead per job (prepare → last stage's exit code, minus script time) | %s | %s | %.2f× |\n",
-		ms(med(warmJob)), ms(med(coldJob)), float64(med(warmJob))/float64(med(coldJob)))
-	fmt.Fprintf(&b, "| prepare (claim or create + Ready + job start) | %s | %s | %.2f× |\n",
-		ms(med(warmPrep)), ms(med(coldPrep)), float64(med(warmPrep))/float64(med(coldPrep)))
-	fmt.Fprintf(&b, "| overhead per stage (run call minus script time) | %s | %s | — |\n", ms(med(warmStage)), ms(med(coldStage)))
-	fmt.Fprintf(&b, "| one bare exec round trip of client-go (`true`, new client each time) | %s | | |\n", ms(rtt))
-	fmt.Fprintf(&b, "| stage overhead / bare exec round trip | %.2f× | %.2f× | |\n",
-		float64(med(warmStage))/float64(rtt), float64(med(coldStage))/float64(rtt))
-	fmt.Fprintf(&b, "\nMeasured %s, load average %s, %d stages per job.\n", time.Now().UTC().Format(time.RFC3339), loadAvg(), len(warmStage)/n)
-	fmt.Fprintf(&b, "\nWhere a warm job's time goes (medians over its %d jobs; each row's median is taken on its own, so the rows need not add up):\n\n", len(split))
-	fmt.Fprintf(&b, "| part of a warm job | median |\n|---|---|\n")
-	for _, row := range []struct {
+	fmt.Fprintf(&b, "| GitLab job through the real runner (%d jobs each, medians) | %s | %s | %s |\n|---|---|---|---|\n", n, vs[0].name, vs[1].name, vs[2].name)
+	row := func(name string, f func(v *variant) string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, f(vs[0]), f(vs[1]), f(vs[2]))
+	}
+	row("executor overhead per job (prepare → last stage's exit code, minus script time)", func(v *variant) string { return ms(med(v.job)) })
+	row("prepare (claim or create + Ready + job start + multiplexer start)", func(v *variant) string { return ms(med(v.prep)) })
+	row("overhead per stage (run call minus script time)", func(v *variant) string { return ms(med(v.stage)) })
+	row("stage overhead / one bare exec round trip", func(v *variant) string {
+		return fmt.Sprintf("%.2f×", float64(med(v.stage))/float64(rtt))
+	})
+	fmt.Fprintf(&b, "\nOne bare exec round trip of client-go (`true`, new client each time, as one call without the multiplexer makes): %s.\n", ms(rtt))
+	fmt.Fprintf(&b, "\nMeasured %s, load average %s, %d stages per job.\n", time.Now().UTC().Format(time.RFC3339), loadAvg(), len(vs[0].stage)/n)
+	fmt.Fprintf(&b, "\nWhere a warm job's time goes (medians over %d jobs each; each row's median is taken on its own, so the rows need not add up):\n\n", n)
+	fmt.Fprintf(&b, "| part of a warm job | %s | %s |\n|---|---|---|\n", vs[0].name, vs[1].name)
+	for _, r := range []struct {
 		name string
 		f    func(jobSplit) time.Duration
 	}{
 		{"whole job: runner calls config → cleanup returns", func(s jobSplit) time.Duration { return s.wall }},
 		{"the driver's process start and client set-up, all calls (runner's exec → the call's first line of work)", func(s jobSplit) time.Duration { return s.startup }},
-		{"prepare's own work (claim, job start in the pod)", func(s jobSplit) time.Duration { return s.prepare }},
+		{"prepare's own work (claim, job start in the pod, multiplexer start)", func(s jobSplit) time.Duration { return s.prepare }},
 		{"stages: exec and in-pod overhead (run's work minus the scripts' time)", func(s jobSplit) time.Duration { return s.stageOverhead }},
 		{"stages: the scripts' own time in the pod", func(s jobSplit) time.Duration { return s.scripts }},
 		{"cleanup's own work (job end, delete)", func(s jobSplit) time.Duration { return s.cleanup }},
 		{"the runner's own work between calls (config included)", func(s jobSplit) time.Duration { return s.runner }},
 	} {
-		ds := make([]time.Duration, 0, len(split))
-		for _, s := range split {
-			ds = append(ds, row.f(s))
+		cell := func(v *variant) string {
+			ds := make([]time.Duration, 0, len(v.split))
+			for _, s := range v.split {
+				ds = append(ds, r.f(s))
+			}
+			return ms(med(ds))
 		}
-		fmt.Fprintf(&b, "| %s | %s |\n", row.name, ms(med(ds)))
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", r.name, cell(vs[0]), cell(vs[1]))
 	}
 	t.Log("\n" + b.String())
 	require.NoError(t, os.WriteFile(out, []byte(b.String()), 0o644))

@@ -61,21 +61,19 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
 	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(c.EnvironmentVariables), Owner: owner}
 	core := h.core(nil)
+	core.Attach = h.Mux.Attacher(h.Cluster, muxKey(st), st.Job, core.Log)
 	pod, err := core.Acquire(ctx, p, warm, job)
 	if err != nil {
 		return nil, err
 	}
 	st.Pod = pod
-	// The multiplexer attaches while _work goes into the pod.
-	if err := h.Mux.Start(muxKey(st), st.Job, pod); err != nil {
-		fmt.Fprintf(core.Log, "warmpod: no multiplexer for the job (%v): every step execs directly\n", err)
-	}
 	kind := "cold"
 	if pod.Warm {
 		kind = "warm"
 	}
 	fmt.Fprintf(core.Log, "warmpod: job %s runs on %s pod %s (pool %s)\n", st.Job, kind, pod.Name, pod.Pool)
-	probed, err := h.sendWork(ctx, core, st)
+	// _work goes in through the job's multiplexer too.
+	probed, err := h.sendWork(ctx, h.core(st), st)
 	if err != nil {
 		core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
 		h.Mux.Stop(muxKey(st), core.Log)

@@ -245,16 +245,15 @@ func (d *Driver) Prepare(ctx context.Context) error {
 		}
 	}
 	c := d.core(job, nil)
+	c.Attach = d.Mux.Attacher(d.Cluster, d.muxKey(job), job.ID, d.Stdout)
 	pod, err := c.Acquire(ctx, p, warm, ej)
 	if err != nil {
 		return err
 	}
 	if err := d.saveState(job, &state{Job: job.ID, Pod: pod}); err != nil {
 		c.DeletePod(ctx, pod)
+		d.Mux.Stop(d.muxKey(job), d.Stdout)
 		return sysErr("state file: %v", err)
-	}
-	if err := d.Mux.Start(d.muxKey(job), job.ID, pod); err != nil {
-		fmt.Fprintf(d.Stdout, "warmpod: no multiplexer for the job (%v): every stage execs directly\n", err)
 	}
 	kind := "cold"
 	if pod.Warm {

@@ -68,6 +68,80 @@ func (c *Cluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.
 	return c.Cluster.Exec(ctx, p, argv, stdin, stdout, stderr)
 }
 
+// Delete deletes the job's pod through the multiplexer's connection when
+// it answers (cleanup then needs no connection of its own), directly
+// otherwise.
+func (c *Cluster) Delete(ctx context.Context, p pool.Pod) error {
+	if c.usable() && p.UID == c.Pod.UID {
+		err := c.request(ctx, request{Op: "delete"}, nil)
+		if !errors.Is(err, errUnavailable) {
+			return err
+		}
+	}
+	return c.Cluster.Delete(ctx, p)
+}
+
+// PodsOfJob lists the pods labelled for owner as Delete does.
+func (c *Cluster) PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error) {
+	if c.usable() && owner.Job == c.Job {
+		var pods []pool.Pod
+		err := c.request(ctx, request{Op: "pods-of-job", Owner: owner}, &pods)
+		if !errors.Is(err, errUnavailable) {
+			return pods, err
+		}
+	}
+	return c.Cluster.PodsOfJob(ctx, owner)
+}
+
+func (c *Cluster) usable() bool { return c.Sock != "" && !c.off.Load() }
+
+// request makes one API request through the multiplexer; result gets the
+// answer's JSON. errUnavailable: it did not take the request.
+func (c *Cluster) request(ctx context.Context, req request, result any) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Sock)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	w, r := muxproto.NewWriter(conn), muxproto.NewReader(conn)
+	if err := w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: c.Job, PodUID: string(c.Pod.UID)}); err != nil {
+		return fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	if err := w.WriteJSON(muxproto.TypeRequest, 0, req); err != nil {
+		return fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(answerTimeout + 30*time.Second))
+	for {
+		f, err := r.Read()
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUnavailable, err)
+		}
+		switch f.Type {
+		case muxproto.TypeStdout:
+			if result != nil {
+				if err := muxproto.Decode(f, result); err != nil {
+					return err
+				}
+			}
+		case muxproto.TypeExit:
+			var x muxproto.Exit
+			if err := muxproto.Decode(f, &x); err != nil {
+				return err
+			}
+			if x.Refused {
+				return fmt.Errorf("%w: %s", errUnavailable, x.Error)
+			}
+			if x.Error != "" {
+				return errors.New(x.Error)
+			}
+			return nil
+		}
+	}
+}
+
 func (c *Cluster) call(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Sock)

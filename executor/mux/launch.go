@@ -286,3 +286,25 @@ func (l *Launcher) Stop(key string, log io.Writer) {
 		Stop(l.Sock(key), log)
 	}
 }
+
+// Attacher returns an executor.Core's Attach for job (keyed key): it
+// starts the job's multiplexer on the pod and starts the job through it;
+// a pod that does not take the job gets its multiplexer stopped. A
+// multiplexer that does not start is said on log, and the job goes
+// direct. Nil l returns nil (no Attach).
+func (l *Launcher) Attacher(cl executor.Cluster, key, job string, log io.Writer) func(pool.Pod) (executor.Cluster, func(bool)) {
+	if l == nil {
+		return nil
+	}
+	return func(pod pool.Pod) (executor.Cluster, func(bool)) {
+		if err := l.Start(key, job, pod); err != nil {
+			fmt.Fprintf(log, "warmpod: no multiplexer for the job (%v): every call execs directly\n", err)
+			return cl, func(bool) {}
+		}
+		return l.Wrap(cl, key, job, pod, log), func(ok bool) {
+			if !ok {
+				l.Stop(key, log)
+			}
+		}
+	}
+}

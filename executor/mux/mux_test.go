@@ -32,6 +32,17 @@ import (
 type fakePod struct {
 	executor.Cluster
 	attaches, direct atomic.Int32
+	deletes, lists   atomic.Int32
+}
+
+func (f *fakePod) Delete(ctx context.Context, p pool.Pod) error {
+	f.deletes.Add(1)
+	return nil
+}
+
+func (f *fakePod) PodsOfJob(ctx context.Context, o pool.Owner) ([]pool.Pod, error) {
+	f.lists.Add(1)
+	return []pool.Pod{testPod}, nil
 }
 
 func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
@@ -261,3 +272,24 @@ func TestPrivateDirRefusesAnOpenDirectory(t *testing.T) {
 }
 
 var osChmod = os.Chmod
+
+func TestCleanupRequestsUseTheMultiplexersConnection(t *testing.T) {
+	sock, fp, _ := serve(t, time.Minute)
+	direct := &fakePod{}
+	c := client(sock, "j1", direct, io.Discard)
+	require.NoError(t, c.Delete(context.Background(), testPod))
+	pods, err := c.PodsOfJob(context.Background(), pool.Owner{Job: "j1"})
+	require.NoError(t, err)
+	assert.Equal(t, []pool.Pod{testPod}, pods)
+	assert.EqualValues(t, 1, fp.deletes.Load())
+	assert.EqualValues(t, 1, fp.lists.Load())
+	assert.Zero(t, direct.deletes.Load()+direct.lists.Load(), "nothing went direct")
+
+	// Another job's pods, another pod: never through this multiplexer.
+	_, err = c.PodsOfJob(context.Background(), pool.Owner{Runner: "r"})
+	require.NoError(t, err)
+	require.NoError(t, c.Delete(context.Background(), pool.Pod{Name: "p-2", UID: "uid-2"}))
+	assert.EqualValues(t, 1, direct.deletes.Load())
+	assert.EqualValues(t, 1, direct.lists.Load())
+	assert.EqualValues(t, 1, fp.deletes.Load()+fp.lists.Load()-1)
+}

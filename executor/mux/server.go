@@ -203,7 +203,7 @@ func (s *Server) attach(ctx context.Context) (*podStream, error) {
 		code, err := s.Cluster.Exec(ctx, s.Pod, []string{s.Pod.Bin, "job", "attach", "--job", s.Job}, inR, outW, &errb)
 		if err == nil && code != 0 {
 			err = fmt.Errorf("warmpod job attach: exit %d: %s", code, bytes.TrimSpace(errb.Bytes()))
-			if code == 69 { // EX_UNAVAILABLE: no job, or another one
+			if code == 69 || code == 75 { // draining, PID 1 gone, or another job's pod
 				err = fmt.Errorf("%w: %v", errJobOver, err)
 			}
 		} else if err == nil {
@@ -355,6 +355,10 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	if f, err = r.Read(); err != nil {
 		return
 	}
+	if f.Type == muxproto.TypeRequest {
+		s.serveRequest(ctx, w, f)
+		return
+	}
 	var o muxproto.Open
 	if f.Type != muxproto.TypeOpen || muxproto.Decode(f, &o) != nil {
 		refuse("expected an open frame, got %s", f.Type)
@@ -449,4 +453,52 @@ func checkPeer(c *net.UnixConn) error {
 		return fmt.Errorf("peer uid %d is not %d", cred.Uid, os.Getuid())
 	}
 	return nil
+}
+
+// request is a TypeRequest payload: an API call for the job's clean-up,
+// made on the multiplexer's connection (warm: no TLS handshake of the
+// executor's own). Only the multiplexer's own pod and job are served.
+type request struct {
+	// Op is "delete" (the job's pod, uid precondition) or "pods-of-job"
+	// (the pods labelled for Owner, whose Job must be this one's).
+	Op    string     `json:"op"`
+	Owner pool.Owner `json:"owner,omitempty"`
+}
+
+func (s *Server) serveRequest(ctx context.Context, w *muxproto.Writer, f muxproto.Frame) {
+	var req request
+	if err := muxproto.Decode(f, &req); err != nil {
+		_ = w.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{Error: err.Error(), Refused: true})
+		return
+	}
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active--
+		s.lastCall = time.Now()
+		s.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var result any
+	var err error
+	switch {
+	case req.Op == "delete":
+		err = s.Cluster.Delete(ctx, s.Pod)
+	case req.Op == "pods-of-job" && req.Owner.Job == s.Job:
+		result, err = s.Cluster.PodsOfJob(ctx, req.Owner)
+	default:
+		_ = w.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{Error: fmt.Sprintf("request %q for job %q is not this multiplexer's", req.Op, req.Owner.Job), Refused: true})
+		return
+	}
+	if err != nil {
+		_ = w.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{Error: err.Error()})
+		return
+	}
+	if result != nil {
+		_ = w.WriteJSON(muxproto.TypeStdout, 0, result)
+	}
+	_ = w.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{})
 }
