@@ -162,6 +162,23 @@ bench-github: image-tar ## Actions hook: warmpod-github vs the upstream k8s-novo
 	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) HOOKS_DIR=$(HOOKS_DIR) WARMPOD_GITHUB_BENCH=$(CURDIR)/bench/github-kube.md \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m -run TestGitHubHookBench ./e2e/kube/
 
+# The stock GitLab Kubernetes executor beside the driver: its runner and helper image are built by
+# ../shared/gitlab-runner (GLR_K8S=1 build.sh, helper-image.sh; bash-static from Debian), its
+# bench-k8s-vs-driver.sh runs the same jobs through both, interleaved. N rounds (default 10).
+.PHONY: bench-k8s-anchor
+bench-k8s-anchor: build image-tar ## the same GitLab jobs through the stock Kubernetes executor and through warmpod-gitlab on a warm pool, in one run → bench/gitlab-vs-k8s.md
+	@set -e; \
+	if [ -z "$$KUBECONFIG" ]; then \
+	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
+	fi; \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
+	command -v bash-static >/dev/null || apt-get install -y bash-static; \
+	GLR_K8S=1 $(GLR_DIR)/build.sh; $(GLR_DIR)/helper-image.sh; \
+	out=$$(mktemp -d); \
+	WARMPOD_DIR=$(CURDIR) WARMPOD_GITLAB_BIN=$(CURDIR)/scripts/anchor-driver.sh VARIANTS="k8s warm" N=$${N:-10} \
+	  BENCH_OUT=$$out DELETE_NS=1 $(GLR_DIR)/bench-k8s-vs-driver.sh; \
+	cp $$out/results.md bench/gitlab-vs-k8s.md; echo "→ bench/gitlab-vs-k8s.md"
+
 # ---- stress and fuzzing (issue 10): figures in bench/stress.md ----
 .PHONY: stress fuzz
 STRESS_OUT := bench/stress.md

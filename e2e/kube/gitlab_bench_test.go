@@ -82,7 +82,7 @@ func TestGitLabOverheadBench(t *testing.T) {
 		v.job, v.stage, v.prep = append(v.job, job), append(v.stage, stage...), append(v.prep, prep)
 		v.split = append(v.split, splitJob(t, p, id))
 	}
-	rtt := bareExecRTT(t, p, n)
+	rtt := bareExecRTT(t, p.kubeconfig, p.ns, "build", replicas, n)
 
 	med := func(d []time.Duration) time.Duration {
 		c := append([]time.Duration(nil), d...)
@@ -150,22 +150,23 @@ func overheads(t *testing.T, tms []timing) (job time.Duration, stages []time.Dur
 	return time.Duration(end - start - script), stages, prep
 }
 
-// bareExecRTT is the median of n execs of `true` into a pool pod, each
+// bareExecRTT is the median of n execs of `true` into a pool pod of ns
+// (once replicas are idle), each
 // with a new client (config load, TLS handshake, stream upgrade), as one
 // driver call does.
-func bareExecRTT(t *testing.T, p *glrPool, n int) time.Duration {
+func bareExecRTT(t *testing.T, kubeconfig, ns, container string, replicas, n int) time.Duration {
 	t.Helper()
-	pods := waitIdle(t, p.ns, 3, 2*time.Minute)
-	target := pool.Pod{Name: pods[0].Metadata.Name, Namespace: p.ns, Container: "build"}
+	pods := waitIdle(t, ns, replicas, 2*time.Minute)
+	target := pool.Pod{Name: pods[0].Metadata.Name, Namespace: ns, Container: container}
 	var ds []time.Duration
 	for range n {
 		t0 := time.Now()
-		rc, err := clientcmd.BuildConfigFromFlags("", p.kubeconfig)
+		rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 		require.NoError(t, err)
 		rc.QPS, rc.Burst = 50, 100
 		cs, err := kubernetes.NewForConfig(rc)
 		require.NoError(t, err)
-		k := &pool.Kube{CS: cs, Config: rc, Namespace: p.ns}
+		k := &pool.Kube{CS: cs, Config: rc, Namespace: ns}
 		var errb bytes.Buffer
 		code, err := k.Exec(context.Background(), target, []string{"true"}, nil, io.Discard, &errb)
 		require.NoError(t, err)
