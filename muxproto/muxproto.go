@@ -115,6 +115,21 @@ type Open struct {
 	Argv []string `json:"argv"`
 }
 
+// Commands are the `warmpod job` commands a stream carries: what the
+// executors run by direct exec. start is one (its token goes on the
+// call's stdin, as on a direct exec, never on the executor's disk); not
+// attach itself, not env (it prints the job's secrets; no executor needs
+// it).
+var commands = map[string]bool{"start": true, "stage": true, "cancel": true, "status": true, "wait": true,
+	"put": true, "end": true, "logs": true}
+
+// Carried tells whether a stream carries argv (ARGV0 job COMMAND …, one
+// of the commands above); anything else (a shell, another program) the
+// executor runs by direct exec, and `job attach` refuses it.
+func Carried(argv []string) bool {
+	return len(argv) >= 3 && argv[1] == "job" && commands[argv[2]]
+}
+
 // Exit ends a call. Code is its exit status when Error is empty; a
 // non-empty Error means the call's fate is unknown (the stream to the pod
 // broke, or attach could not start it): the executor treats it as a

@@ -29,14 +29,6 @@ const attachWatch = 2 * time.Second
 // the stream): a claim that never became a job leaves no attach behind.
 const attachNoJob = time.Minute
 
-// attachCommands are the `warmpod job` commands a multiplexer may run
-// through attach: what the executors run by direct exec. start is one of
-// them (its token goes on the call's stdin, as on a direct exec, and is
-// never written on the host); not attach itself, not env (it prints the
-// job's secrets; no executor needs it).
-var attachCommands = map[string]bool{"start": true, "stage": true, "cancel": true, "status": true, "wait": true,
-	"put": true, "end": true, "logs": true}
-
 // jobAttach serves one job's calls over its stdin and stdout (the frames
 // of package muxproto): each Open runs `warmpod job …` as a child process
 // exactly as a direct exec would run it (same working directory and
@@ -210,8 +202,8 @@ func (a *attacher) open(ch uint32, argv []string) {
 	refuse := func(format string, v ...any) {
 		_ = a.w.WriteJSON(muxproto.TypeExit, ch, muxproto.Exit{Error: fmt.Sprintf(format, v...), Refused: true})
 	}
-	if len(argv) < 3 || argv[1] != "job" || !attachCommands[argv[2]] {
-		refuse("job attach runs only warmpod job %v, not %q", []string{"stage", "cancel", "status", "wait", "put", "end", "logs"}, argv)
+	if !muxproto.Carried(argv) {
+		refuse("job attach runs only the warmpod job commands of muxproto.Carried, not %q", argv)
 		return
 	}
 	a.mu.Lock()

@@ -95,15 +95,19 @@ func numbered(prefix string, n int) []string {
 	return want
 }
 
-// afterStage runs f once the driver has recorded stage (a run timing line),
-// after delay: the build stage is then streaming.
-func afterStage(p *glrPool, stage string, delay time.Duration, f func()) func() {
+// afterStage runs f once the driver has recorded stage of job id (a run
+// timing line), after delay: the build stage is then streaming.
+func afterStage(p *glrPool, id int, stage string, delay time.Duration, f func()) func() {
 	return func() {
 		go func() {
 			deadline := time.Now().Add(60 * time.Second)
 			for time.Now().Before(deadline) {
 				b, _ := os.ReadFile(p.timingsFile)
-				if bytes.Contains(b, []byte(`"stage":"`+stage+`"`)) {
+				found := false
+				for _, l := range bytes.Split(b, []byte("\n")) {
+					found = found || bytes.Contains(l, []byte(`"stage":"`+stage+`"`)) && bytes.Contains(l, []byte(`"job":"`+strconv.Itoa(id)+`"`))
+				}
+				if found {
 					time.Sleep(delay)
 					f()
 					return
@@ -142,7 +146,7 @@ func TestGitLabMultiplexer(t *testing.T) {
 			`i=0; while [ $i -lt 40 ]; do echo "LINE-$i"; i=$((i+1)); sleep 0.1; done`,
 			`echo "RUNS=$(wc -l < /builds/runs)"`,
 		}, after: []string{`echo "AFTER: $CI_JOB_STATUS"`},
-			onRunning: afterStage(p, "get_sources", 1500*time.Millisecond, func() { killed.Store(int32(killMux(t, state))) })})
+			onRunning: afterStage(p, 602, "get_sources", 1500*time.Millisecond, func() { killed.Store(int32(killMux(t, state))) })})
 		require.Equal(t, 0, r.exit, r.String())
 		require.EqualValues(t, 1, killed.Load(), "one multiplexer was killed")
 		tr := traceText(r.trace)

@@ -60,8 +60,10 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
 	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
 	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(c.EnvironmentVariables), Owner: owner}
+	early := h.Mux.Early(muxKey(st))
+	defer early.Close()
 	core := h.core(nil)
-	core.Attach = h.Mux.Attacher(h.Cluster, muxKey(st), st.Job, core.Log)
+	core.Attach = early.Attacher(h.Cluster, st.Job, core.Log)
 	pod, err := core.Acquire(ctx, p, warm, job)
 	if err != nil {
 		return nil, err

@@ -222,6 +222,10 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	if err != nil {
 		return &SystemError{Err: err}
 	}
+	// The job's multiplexer starts now and sets up while the pool is read
+	// and a pod claimed; it gets the pod when there is one.
+	early := d.Mux.Early(d.muxKey(job))
+	defer early.Close()
 	for _, n := range notes {
 		fmt.Fprintf(d.Stdout, "warmpod: %s\n", n)
 	}
@@ -245,7 +249,7 @@ func (d *Driver) Prepare(ctx context.Context) error {
 		}
 	}
 	c := d.core(job, nil)
-	c.Attach = d.Mux.Attacher(d.Cluster, d.muxKey(job), job.ID, d.Stdout)
+	c.Attach = early.Attacher(d.Cluster, job.ID, d.Stdout)
 	pod, err := c.Acquire(ctx, p, warm, ej)
 	if err != nil {
 		return err

@@ -54,7 +54,9 @@ const answerTimeout = 20 * time.Second
 // pod broke, or it died) is a broken stream, which the core's stage
 // reattaches with --offset.
 func (c *Cluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	if c.Sock != "" && !c.off.Load() && p.UID == c.Pod.UID {
+	// Only warmpod's own job commands go over the stream (attach runs
+	// nothing else); a shell (the workspace transfer) goes direct.
+	if c.usable() && p.UID == c.Pod.UID && muxproto.Carried(argv) {
 		code, err := c.call(ctx, argv, stdin, stdout, stderr)
 		if !errors.Is(err, errUnavailable) {
 			c.viaMux.Add(1)

@@ -24,8 +24,8 @@ import (
 	"github.com/warmpod/warmpod/muxproto"
 )
 
-// Spec is what a multiplexer process is started with (on its command
-// line: nothing in it is secret).
+// Spec is what a multiplexer process is started with (JSON on its stdin;
+// nothing in it is secret).
 type Spec struct {
 	// Sock is the unix socket it listens on.
 	Sock string `json:"sock"`
@@ -82,43 +82,82 @@ func Env(environ []string, prefixes ...string) []string {
 // readyTimeout bounds how long Start waits for the new process to listen.
 const readyTimeout = 5 * time.Second
 
+// maxSpec bounds the spec a multiplexer process reads on its stdin.
+const maxSpec = 64 << 10
+
 // Start starts a multiplexer for spec as its own session (detached from
 // the CI system's process group, so a signal to the calling stage does
 // not reach it, and its end does not wait for it): argv is the executor
-// binary and its flags, to which Start appends "mux SPEC-JSON"; env its
-// environment ([Env]). It returns once the socket listens. Errors: the
-// state directory is not private to this uid (0700, owned by it), the
-// path is too long, or the process did not come up; the job then runs on
-// direct exec.
+// binary and its flags, to which Start appends "mux SOCK"; the spec goes
+// on the process's stdin; env is its environment ([Env]). It returns
+// once the socket listens. Errors: the state directory is not private to
+// this uid (0700, owned by it), the path is too long, or the process did
+// not come up; the job then runs on direct exec.
 func Start(argv, env []string, spec Spec) error {
-	dir := filepath.Dir(spec.Sock)
-	if len(spec.Sock) > maxSockPath {
-		return fmt.Errorf("socket path %s is longer than %d bytes", spec.Sock, maxSockPath)
-	}
-	if err := PrivateDir(dir); err != nil {
-		return err
-	}
-	b, err := json.Marshal(spec)
+	p, err := spawn(argv, env, spec.Sock)
 	if err != nil {
 		return err
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return err
+	return p.give(spec)
+}
+
+// pending is a multiplexer process that sets itself up (process start,
+// client set-up) while it waits for its spec on stdin.
+type pending struct {
+	cmd   *exec.Cmd
+	spec  *os.File // its stdin
+	ready *os.File // its fd 3: "ok" once it listens
+}
+
+func spawn(argv, env []string, sock string) (*pending, error) {
+	if len(sock) > maxSockPath {
+		return nil, fmt.Errorf("socket path %s is longer than %d bytes", sock, maxSockPath)
 	}
-	defer r.Close()
-	cmd := exec.Command(argv[0], append(append([]string{}, argv[1:]...), "mux", string(b))...)
+	if err := PrivateDir(filepath.Dir(sock)); err != nil {
+		return nil, err
+	}
+	sr, sw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		sr.Close()
+		sw.Close()
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], append(append([]string{}, argv[1:]...), "mux", sock)...)
 	cmd.Env = env
-	cmd.ExtraFiles = []*os.File{w} // fd 3: "ok" once it listens
+	cmd.Stdin = sr
+	cmd.ExtraFiles = []*os.File{rw}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cmd.Start()
-	w.Close()
+	sr.Close()
+	rw.Close()
 	if err != nil {
-		return err
+		sw.Close()
+		rr.Close()
+		return nil, err
 	}
-	defer func() { _ = cmd.Process.Release() }()
-	_ = r.SetReadDeadline(time.Now().Add(readyTimeout))
-	line, err := bufio.NewReader(r).ReadString('\n')
+	// Nothing waits for it: it outlives this call, in a session of its
+	// own; its parent's exit hands it to init.
+	_ = cmd.Process.Release()
+	return &pending{cmd: cmd, spec: sw, ready: rr}, nil
+}
+
+// give hands the process its spec and waits until it listens.
+func (p *pending) give(spec Spec) error {
+	defer p.ready.Close()
+	b, err := json.Marshal(spec)
+	if err == nil {
+		_, err = p.spec.Write(b)
+	}
+	p.spec.Close()
+	if err != nil {
+		return fmt.Errorf("the multiplexer did not start: %v", err)
+	}
+	_ = p.ready.SetReadDeadline(time.Now().Add(readyTimeout))
+	line, err := bufio.NewReader(p.ready).ReadString('\n')
 	if strings.TrimSpace(line) != "ok" {
 		if err == nil || errors.Is(err, io.EOF) {
 			err = errors.New(strings.TrimSpace(line))
@@ -126,6 +165,13 @@ func Start(argv, env []string, spec Spec) error {
 		return fmt.Errorf("the multiplexer did not start: %v", err)
 	}
 	return nil
+}
+
+// cancel ends a pending process that will get no spec: its stdin ends
+// without one and it exits.
+func (p *pending) cancel() {
+	p.spec.Close()
+	p.ready.Close()
 }
 
 // PrivateDir makes dir (0700) unless it exists, and checks it is a
@@ -166,11 +212,11 @@ func Stop(sock string, log io.Writer) {
 	}
 }
 
-// Main is the multiplexer process: the "mux SPEC-JSON" command of an
-// executor binary, started by Start. connect makes its client. It listens
-// on the spec's socket (0600), says "ok" on fd 3, serves until the job is
-// over ([Server.Serve]), and removes the socket. It returns the exit
-// status.
+// Main is the multiplexer process: the "mux SOCK" command of an executor
+// binary, started by Start, its Spec on stdin. connect makes its client.
+// It listens on the spec's socket (0600), says "ok" on fd 3, serves until
+// the job is over ([Server.Serve]), and removes the socket. It returns
+// the exit status.
 func Main(args []string, connect func() (executor.Cluster, error)) int {
 	ready := os.NewFile(3, "ready")
 	fail := func(err error) int {
@@ -182,13 +228,26 @@ func Main(args []string, connect func() (executor.Cluster, error)) int {
 	}
 	fs := flag.NewFlagSet("mux", flag.ContinueOnError)
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		return fail(errors.New("usage: mux SPEC-JSON"))
+		return fail(errors.New("usage: mux SOCK < SPEC-JSON"))
+	}
+	// The client is set up while the spec is still on its way (the pod is
+	// being claimed meanwhile).
+	cl, err := connect()
+	if err != nil {
+		return fail(err)
+	}
+	b, err := io.ReadAll(io.LimitReader(os.Stdin, maxSpec))
+	if err != nil || len(b) == 0 {
+		return fail(errors.New("no spec on stdin (the claim did not happen)"))
 	}
 	var spec Spec
-	if err := json.Unmarshal([]byte(fs.Arg(0)), &spec); err != nil {
+	if err := json.Unmarshal(b, &spec); err != nil {
 		return fail(fmt.Errorf("spec: %v", err))
 	}
-	srv := &Server{Pod: spec.Pod, Job: spec.Job, Log: os.Stderr}
+	if spec.Sock != fs.Arg(0) {
+		return fail(fmt.Errorf("spec: socket %q, not %q", spec.Sock, fs.Arg(0)))
+	}
+	srv := &Server{Pod: spec.Pod, Job: spec.Job, Log: os.Stderr, Cluster: cl}
 	for _, d := range []struct {
 		v   string
 		dst *time.Duration
@@ -205,11 +264,6 @@ func Main(args []string, connect func() (executor.Cluster, error)) int {
 	if spec.Sock == "" || spec.Job == "" || spec.Pod.Name == "" || spec.Pod.UID == "" {
 		return fail(errors.New("spec: sock, job and pod are required"))
 	}
-	cl, err := connect()
-	if err != nil {
-		return fail(err)
-	}
-	srv.Cluster = cl
 	if err := PrivateDir(filepath.Dir(spec.Sock)); err != nil {
 		return fail(err)
 	}
@@ -259,18 +313,6 @@ type Launcher struct {
 // Sock is the socket of the job keyed key (unique per job and CI server).
 func (l *Launcher) Sock(key string) string { return SocketPath(l.Dir, key) }
 
-// Start starts the multiplexer of job (keyed key) on pod; see [Start].
-func (l *Launcher) Start(key, job string, pod pool.Pod) error {
-	if l == nil {
-		return nil
-	}
-	spec := Spec{Sock: l.Sock(key), Job: job, Pod: pod}
-	if l.Idle > 0 {
-		spec.Idle = l.Idle.String()
-	}
-	return Start(l.Argv, l.Env, spec)
-}
-
 // Wrap returns cl with Exec through the multiplexer of job (keyed key)
 // on pod, falling back to cl's own ([Cluster]); nil l returns cl.
 func (l *Launcher) Wrap(cl executor.Cluster, key, job string, pod pool.Pod, log io.Writer) executor.Cluster {
@@ -287,17 +329,62 @@ func (l *Launcher) Stop(key string, log io.Writer) {
 	}
 }
 
-// Attacher returns an executor.Core's Attach for job (keyed key): it
-// starts the job's multiplexer on the pod and starts the job through it;
-// a pod that does not take the job gets its multiplexer stopped. A
-// multiplexer that does not start is said on log, and the job goes
-// direct. Nil l returns nil (no Attach).
-func (l *Launcher) Attacher(cl executor.Cluster, key, job string, log io.Writer) func(pool.Pod) (executor.Cluster, func(bool)) {
+// Early starts the multiplexer process of job key before its pod is
+// known, so its process start and client set-up overlap the claim; the
+// first [Early.Attacher] call hands it its pod. Close ends it when no pod
+// came. A nil Launcher returns nil, whose methods do nothing.
+func (l *Launcher) Early(key string) *Early {
 	if l == nil {
 		return nil
 	}
+	e := &Early{l: l, key: key}
+	e.p, e.err = spawn(l.Argv, l.Env, l.Sock(key))
+	return e
+}
+
+// Early is a multiplexer process started ahead of its pod.
+type Early struct {
+	l   *Launcher
+	key string
+	p   *pending // nil once used
+	err error
+}
+
+// Close ends the process if no pod was handed to it.
+func (e *Early) Close() {
+	if e != nil && e.p != nil {
+		e.p.cancel()
+		e.p = nil
+	}
+}
+
+func (e *Early) start(job string, pod pool.Pod) error {
+	spec := Spec{Sock: e.l.Sock(e.key), Job: job, Pod: pod}
+	if e.l.Idle > 0 {
+		spec.Idle = e.l.Idle.String()
+	}
+	if p := e.p; p != nil {
+		e.p = nil
+		return p.give(spec)
+	}
+	if e.err != nil {
+		return e.err
+	}
+	return Start(e.l.Argv, e.l.Env, spec) // a second pod: a new process
+}
+
+// Attacher returns an executor.Core's Attach for job: the first pod gets
+// the early process, another pod (the first did not take the job) a new
+// one; the job is started through it, and a pod that does not take the
+// job gets its multiplexer stopped. A multiplexer that does not start is
+// said on log, and the job goes direct. Nil e returns nil (no Attach).
+func (e *Early) Attacher(cl executor.Cluster, job string, log io.Writer) func(pool.Pod) (executor.Cluster, func(bool)) {
+	if e == nil {
+		return nil
+	}
+	l, key := e.l, e.key
 	return func(pod pool.Pod) (executor.Cluster, func(bool)) {
-		if err := l.Start(key, job, pod); err != nil {
+		if err := e.start(job, pod); err != nil {
 			fmt.Fprintf(log, "warmpod: no multiplexer for the job (%v): every call execs directly\n", err)
 			return cl, func(bool) {}
 		}

@@ -26,9 +26,10 @@ import (
 // fakePod is an executor.Cluster whose Exec of `job attach` runs a
 // stand-in for the pod's attach (it speaks muxproto on the exec's stdin
 // and stdout) and whose other execs are the "direct" path. Commands, as
-// argv[2]: "echo" copies stdin to stdout until StdinEOF and exits 0;
-// "exit" exits with argv[3]; "hang" never ends; "cut" ends the whole
-// stream mid-call; "bye" makes attach say the job ended.
+// argv[2] (warmpod's names, so the client carries them; the fake's
+// behaviour): "put" copies stdin to stdout until StdinEOF and exits 0;
+// "status" exits with argv[3]; "wait" never ends; "logs" ends the whole
+// stream mid-call; "end" makes attach say the job ended.
 type fakePod struct {
 	executor.Cluster
 	attaches, direct atomic.Int32
@@ -67,24 +68,24 @@ func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.
 			_ = json.Unmarshal(fr.Payload, &o)
 			argvOf[fr.Channel] = o.Argv
 			switch o.Argv[2] {
-			case "exit":
+			case "status":
 				code, _ := strconv.Atoi(o.Argv[3])
 				_ = w.Write(muxproto.TypeStderr, fr.Channel, []byte("bye\n"))
 				_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Code: code})
-			case "cut":
+			case "logs":
 				_ = w.Write(muxproto.TypeStdout, fr.Channel, []byte("partial"))
 				return 0, fmt.Errorf("stream cut")
-			case "bye":
+			case "end":
 				_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Code: 0})
 				_ = w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "job-ended"})
 				return 0, nil
 			}
 		case muxproto.TypeStdin:
-			if argvOf[fr.Channel][2] == "echo" {
+			if argvOf[fr.Channel][2] == "put" {
 				_ = w.Write(muxproto.TypeStdout, fr.Channel, fr.Payload)
 			}
 		case muxproto.TypeStdinEOF:
-			if argvOf[fr.Channel][2] == "echo" {
+			if argvOf[fr.Channel][2] == "put" {
 				_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Code: 0})
 			}
 		case muxproto.TypeClose:
@@ -133,9 +134,9 @@ func TestCallsShareOneStream(t *testing.T) {
 		code     int
 		out, err string
 	}{
-		{[]string{"w", "job", "echo"}, "script bytes", 0, "script bytes", ""},
-		{[]string{"w", "job", "exit", "3"}, "", 3, "", "bye\n"},
-		{[]string{"w", "job", "echo"}, strings.Repeat("x", 3*muxproto.MaxData+1), 0, strings.Repeat("x", 3*muxproto.MaxData+1), ""},
+		{[]string{"w", "job", "put"}, "script bytes", 0, "script bytes", ""},
+		{[]string{"w", "job", "status", "3"}, "", 3, "", "bye\n"},
+		{[]string{"w", "job", "put"}, strings.Repeat("x", 3*muxproto.MaxData+1), 0, strings.Repeat("x", 3*muxproto.MaxData+1), ""},
 	}
 	for _, tc := range cases {
 		var out, errb bytes.Buffer
@@ -166,7 +167,7 @@ func TestConcurrentCalls(t *testing.T) {
 			defer wg.Done()
 			var out bytes.Buffer
 			msg := strings.Repeat(strconv.Itoa(i), 100000)
-			code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "echo"}, strings.NewReader(msg), &out, io.Discard)
+			code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "put"}, strings.NewReader(msg), &out, io.Discard)
 			assert.NoError(t, err)
 			assert.Zero(t, code)
 			assert.Equal(t, msg, out.String(), "call %d got its own output only", i)
@@ -187,6 +188,7 @@ func TestFallsBackToDirectExec(t *testing.T) {
 		{"no socket", client(sock+".missing", "j1", fp, nil), testPod, "no such file"},
 		{"another job's multiplexer", client(sock, "j2", fp, nil), testPod, "serves job j1"},
 		{"another pod", client(sock, "j1", fp, nil), pool.Pod{Name: "p-2", UID: "uid-2"}, ""},
+		{"not a warmpod job command", client(sock, "j1", fp, nil), testPod, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,7 +196,11 @@ func TestFallsBackToDirectExec(t *testing.T) {
 			tc.c.Log = &log
 			before := fp.direct.Load()
 			var out bytes.Buffer
-			code, err := tc.c.Exec(context.Background(), tc.pod, []string{"w", "job", "echo"}, strings.NewReader("same stdin"), &out, io.Discard)
+			argv := []string{"w", "job", "put"}
+			if tc.name == "not a warmpod job command" {
+				argv = []string{"sh", "-c", "cat"}
+			}
+			code, err := tc.c.Exec(context.Background(), tc.pod, argv, strings.NewReader("same stdin"), &out, io.Discard)
 			require.NoError(t, err)
 			assert.Zero(t, code)
 			assert.Equal(t, "same stdin", out.String(), "the direct exec got all of stdin")
@@ -208,11 +214,11 @@ func TestStreamCutFailsTheCallThenReattaches(t *testing.T) {
 	sock, fp, _ := serve(t, time.Minute)
 	c := client(sock, "j1", fp, io.Discard)
 	var out bytes.Buffer
-	_, err := c.Exec(context.Background(), testPod, []string{"w", "job", "cut"}, nil, &out, io.Discard)
+	_, err := c.Exec(context.Background(), testPod, []string{"w", "job", "logs"}, nil, &out, io.Discard)
 	require.ErrorContains(t, err, "broke", "a broken stream, for the stage to reattach")
 	assert.Equal(t, "partial", out.String())
 	out.Reset()
-	code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "echo"}, strings.NewReader("again"), &out, io.Discard)
+	code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "put"}, strings.NewReader("again"), &out, io.Discard)
 	require.NoError(t, err)
 	assert.Zero(t, code)
 	assert.Equal(t, "again", out.String())
@@ -225,10 +231,10 @@ func TestClientGoneStopsTheCall(t *testing.T) {
 	c := client(sock, "j1", fp, io.Discard)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := c.Exec(ctx, testPod, []string{"w", "job", "hang"}, nil, io.Discard, io.Discard)
+	_, err := c.Exec(ctx, testPod, []string{"w", "job", "wait"}, nil, io.Discard, io.Discard)
 	require.Error(t, err)
 	// The multiplexer still serves the next call.
-	code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "exit", "0"}, nil, io.Discard, io.Discard)
+	code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "status", "0"}, nil, io.Discard, io.Discard)
 	require.NoError(t, err)
 	assert.Zero(t, code)
 }
@@ -250,7 +256,7 @@ func TestServeEnds(t *testing.T) {
 	})
 	t.Run("job ended in the pod", func(t *testing.T) {
 		sock, fp, reason := serve(t, time.Minute)
-		_, err := client(sock, "j1", fp, nil).Exec(context.Background(), testPod, []string{"w", "job", "bye"}, nil, io.Discard, io.Discard)
+		_, err := client(sock, "j1", fp, nil).Exec(context.Background(), testPod, []string{"w", "job", "end"}, nil, io.Discard, io.Discard)
 		require.NoError(t, err)
 		assert.Equal(t, "job-ended", <-reason)
 	})
