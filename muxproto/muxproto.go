@@ -16,6 +16,7 @@ package muxproto
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -76,8 +77,8 @@ func (t Type) String() string {
 }
 
 // MaxPayload bounds a frame's payload (1 MiB): a reader refuses a larger
-// length before it allocates, so a corrupt or hostile stream costs no
-// memory. Writers split data into frames of at most MaxData.
+// length before it reads on, and grows a payload only as its bytes
+// arrive, so a corrupt or hostile header costs no memory. Writers split data into frames of at most MaxData.
 const MaxPayload = 1 << 20
 
 // MaxData is the most stdin or output bytes a writer puts in one frame
@@ -155,7 +156,7 @@ var ErrTooLarge = errors.New("muxproto: frame payload too large")
 type Reader struct{ r *bufio.Reader }
 
 // NewReader returns a Reader of r.
-func NewReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReaderSize(r, 64<<10)} }
+func NewReader(r io.Reader) *Reader { return &Reader{r: bufio.NewReaderSize(r, 16<<10)} }
 
 // Read returns the next frame. Errors: io.EOF at a clean end between
 // frames, io.ErrUnexpectedEOF inside one, ErrTooLarge, or the stream's.
@@ -170,13 +171,16 @@ func (r *Reader) Read() (Frame, error) {
 	}
 	f := Frame{Type: Type(h[0]), Channel: binary.BigEndian.Uint32(h[1:5])}
 	if n > 0 {
-		f.Payload = make([]byte, n)
-		if _, err := io.ReadFull(r.r, f.Payload); err != nil {
+		// The payload grows as its bytes arrive: a header that claims
+		// a megabyte costs nothing until the megabyte comes.
+		buf := bytes.NewBuffer(make([]byte, 0, min(n, 4<<10)))
+		if _, err := io.CopyN(buf, r.r, int64(n)); err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
 			return Frame{}, err
 		}
+		f.Payload = buf.Bytes()
 	}
 	return f, nil
 }

@@ -47,7 +47,7 @@ func (f *fakePod) PodsOfJob(ctx context.Context, o pool.Owner) ([]pool.Pod, erro
 }
 
 func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	if len(argv) < 3 || argv[2] != "attach" {
+	if len(argv) < 5 || argv[2] != "attach" {
 		f.direct.Add(1)
 		_, _ = io.Copy(stdout, stdin)
 		return 0, nil
@@ -66,6 +66,10 @@ func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.
 		case muxproto.TypeOpen:
 			var o muxproto.Open
 			_ = json.Unmarshal(fr.Payload, &o)
+			if len(o.Argv) < 3 {
+				_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Error: "bad argv", Refused: true})
+				continue
+			}
 			argvOf[fr.Channel] = o.Argv
 			switch o.Argv[2] {
 			case "status":
@@ -298,4 +302,46 @@ func TestCleanupRequestsUseTheMultiplexersConnection(t *testing.T) {
 	assert.EqualValues(t, 1, direct.deletes.Load())
 	assert.EqualValues(t, 1, direct.lists.Load())
 	assert.EqualValues(t, 1, fp.deletes.Load()+fp.lists.Load()-1)
+}
+
+// A client that stops reading its call's output holds up no other call:
+// its queue fills, and it is dropped.
+func TestAClientThatDoesNotReadHoldsUpNobody(t *testing.T) {
+	sock, fp, _ := serve(t, time.Minute)
+	conn, err := net.Dial("unix", sock)
+	require.NoError(t, err)
+	defer conn.Close()
+	w := muxproto.NewWriter(conn)
+	require.NoError(t, w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: "j1", PodUID: "uid-1"}))
+	require.NoError(t, w.WriteJSON(muxproto.TypeOpen, 0, muxproto.Open{Argv: []string{"w", "job", "put"}}))
+	go func() {
+		// 32 MiB echoed back and never read: more than the route's queue
+		// and the socket's buffers hold.
+		chunk := make([]byte, muxproto.MaxData)
+		for range 512 {
+			if w.Write(muxproto.TypeStdin, 0, chunk) != nil {
+				return
+			}
+		}
+	}()
+	// A hang guard, not a timing: the call must come back at all.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for range 3 {
+		code, err := client(sock, "j1", fp, io.Discard).Exec(ctx, testPod, []string{"w", "job", "status", "0"}, nil, io.Discard, io.Discard)
+		require.NoError(t, err)
+		assert.Zero(t, code)
+	}
+}
+
+// A header that claims the largest payload, then a stream that ends: an
+// error at once (the payload grows only as its bytes come).
+func TestAHeaderWithoutItsPayloadIsAnError(t *testing.T) {
+	var hdr [muxproto.HeaderSize]byte
+	hdr[0] = byte(muxproto.TypeHello)
+	hdr[6] = 0x10 // 1 MiB, big-endian
+	r, w := io.Pipe()
+	go func() { _, _ = w.Write(hdr[:]); _ = w.Close() }()
+	_, err := muxproto.NewReader(r).Read()
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "a short payload is an error, not a wait or an allocation")
 }

@@ -17,11 +17,13 @@ package mux
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +42,7 @@ const (
 	// DefaultReattach: a multiplexer that cannot open a stream into its
 	// pod for this long exits (the pod is gone, or the API server
 	// unreachable); the job's calls go direct meanwhile.
-	DefaultReattach = 30 * time.Second
+	DefaultReattach = 10 * time.Second
 )
 
 // Server is one job's multiplexer. Its fields are set before Serve.
@@ -63,6 +65,7 @@ type Server struct {
 	lastCall time.Time // when the last call ended
 	stop     chan string
 	stopOnce sync.Once
+	ctx      context.Context // Serve's
 }
 
 // podStream is one exec of `warmpod job attach` and the calls it carries.
@@ -75,10 +78,60 @@ type podStream struct {
 	err    error // why it died, once dead is closed
 }
 
-// route is one call in the pod: frames for its channel go to the client.
+// route is one call in the pod: frames for its channel go to the client
+// through a queue of its own, so a client that stops reading holds up
+// nobody else; when its queue is full it is dropped (its call stopped).
 type route struct {
 	client *muxproto.Writer
-	exited chan struct{}
+	conn   net.Conn
+	q      chan muxproto.Frame
+	once   sync.Once
+	exited chan struct{} // the Exit was sent, or the route dropped
+}
+
+// routeQueue is how many frames (of at most 64 KiB) wait for one client.
+const routeQueue = 256
+
+func newRoute(c net.Conn) *route {
+	rt := &route{client: muxproto.NewWriter(c), conn: c, q: make(chan muxproto.Frame, routeQueue), exited: make(chan struct{})}
+	go rt.write()
+	return rt
+}
+
+// send queues f for the client; false when the client does not keep up.
+func (rt *route) send(f muxproto.Frame) bool {
+	select {
+	case rt.q <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+func (rt *route) finish() { rt.once.Do(func() { close(rt.exited) }) }
+
+// drop ends the route without its Exit: the client is gone or stuck.
+func (rt *route) drop() {
+	rt.finish()
+	_ = rt.conn.Close()
+}
+
+func (rt *route) write() {
+	for {
+		select {
+		case f := <-rt.q:
+			if err := rt.client.Write(f.Type, 0, f.Payload); err != nil {
+				rt.drop()
+				return
+			}
+			if f.Type == muxproto.TypeExit {
+				rt.finish()
+				return
+			}
+		case <-rt.exited:
+			return
+		}
+	}
 }
 
 func (s *Server) shutdown(reason string) {
@@ -104,11 +157,17 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) string {
 	s.lastCall = time.Now()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	s.ctx = ctx
 	go func() {
 		for {
 			c, err := ln.AcceptUnix()
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
+			}
+			if err != nil {
+				// Out of file descriptors, say: the next accept may work.
+				time.Sleep(50 * time.Millisecond)
+				continue
 			}
 			go s.serveConn(ctx, c)
 		}
@@ -138,11 +197,20 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) string {
 	}
 	_ = ln.Close()
 	s.mu.Lock()
-	if st := s.stream; st != nil {
-		_ = st.w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: reason})
+	st := s.stream
+	s.mu.Unlock()
+	if st != nil {
+		// A stream that does not take the Bye in a second is closed
+		// anyway.
+		bye := make(chan struct{})
+		go func() { _ = st.w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: reason}); close(bye) }()
+		select {
+		case <-bye:
+		case <-time.After(time.Second):
+		}
+		cancel() // before the stream ends: its end is no cue to reattach
 		_ = st.in.Close()
 	}
-	s.mu.Unlock()
 	fmt.Fprintf(s.Log, "warmpod mux: job %s: %s\n", s.Job, reason)
 	return reason
 }
@@ -177,7 +245,11 @@ func (s *Server) podStream(ctx context.Context) (*podStream, error) {
 			return nil, err
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("no stream into pod %s for %s: %w", s.Pod.Name, s.Reattach, err)
+			// The multiplexer is no use without a stream: it exits, and
+			// every call goes direct at once instead of waiting here.
+			err = fmt.Errorf("no stream into pod %s for %s: %w", s.Pod.Name, s.Reattach, err)
+			s.shutdown(err.Error())
+			return nil, err
 		}
 		select {
 		case <-time.After(min(time.Duration(attempt+1)*200*time.Millisecond, 2*time.Second)):
@@ -276,17 +348,14 @@ func (s *Server) readPod(st *podStream, r *muxproto.Reader, execDone <-chan erro
 			if rt == nil {
 				continue // its client left
 			}
-			if err := rt.client.Write(f.Type, 0, f.Payload); err != nil && f.Type != muxproto.TypeExit {
-				// The client is gone: stop the call in the pod.
+			if !rt.send(f) {
+				// The client does not read: stop its call in the pod
+				// rather than hold up the others.
 				s.mu.Lock()
 				delete(st.routes, f.Channel)
 				s.mu.Unlock()
 				_ = st.w.Write(muxproto.TypeClose, f.Channel, nil)
-				close(rt.exited)
-				continue
-			}
-			if f.Type == muxproto.TypeExit {
-				close(rt.exited)
+				rt.drop()
 			}
 		}
 	}
@@ -304,9 +373,16 @@ func (s *Server) readPod(st *podStream, r *muxproto.Reader, execDone <-chan erro
 	routes := st.routes
 	st.routes = map[uint32]*route{}
 	s.mu.Unlock()
+	if s.ctx.Err() == nil && !strings.HasPrefix(cause.Error(), "attach said bye") {
+		// A new stream at once, not at the next call: the calls that
+		// lost theirs reattach through it, and a pod that is gone
+		// shows (no stream within Reattach: the multiplexer exits).
+		go func() { _, _ = s.podStream(s.ctx) }()
+	}
 	for _, rt := range routes {
-		_ = rt.client.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{Error: fmt.Sprintf("the exec stream into pod %s broke: %v", s.Pod.Name, cause)})
-		close(rt.exited)
+		if !rt.send(exitFrame(muxproto.Exit{Error: fmt.Sprintf("the exec stream into pod %s broke: %v", s.Pod.Name, cause)})) {
+			rt.drop()
+		}
 	}
 }
 
@@ -348,6 +424,10 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		refuse("%v", err)
 		return
 	}
+	if h.Version != muxproto.Version {
+		refuse("wire version %d, not %d", h.Version, muxproto.Version)
+		return
+	}
 	if h.Job != s.Job || h.PodUID != string(s.Pod.UID) {
 		refuse("this multiplexer serves job %s in pod %s, not job %s in pod uid %s", s.Job, s.Pod.Name, h.Job, h.PodUID)
 		return
@@ -380,7 +460,8 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		refuse("%v", err)
 		return
 	}
-	rt := &route{client: w, exited: make(chan struct{})}
+	rt := newRoute(c)
+	defer rt.finish() // its writer goroutine ends with the call
 	s.mu.Lock()
 	select {
 	case <-st.dead:
@@ -393,13 +474,21 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	ch := st.next
 	st.routes[ch] = rt
 	s.mu.Unlock()
-	// Accept goes first, so the client knows its stdin is taken from here
-	// on; the call's own frames can only follow the Open.
-	if err := w.Write(muxproto.TypeAccept, 0, nil); err != nil {
-		return
-	}
+	// Accept is queued first, so the client knows its stdin is taken
+	// from here on; the call's own frames can only follow the Open.
+	rt.send(muxproto.Frame{Type: muxproto.TypeAccept})
 	if err := st.w.Write(muxproto.TypeOpen, ch, f.Payload); err != nil {
-		return // readPod fails the route
+		// The stream died under the Open: a broken stream for the
+		// client, which reattaches through this multiplexer.
+		s.mu.Lock()
+		_, open := st.routes[ch]
+		delete(st.routes, ch)
+		s.mu.Unlock()
+		if open {
+			rt.send(exitFrame(muxproto.Exit{Error: fmt.Sprintf("the exec stream into pod %s broke: %v", s.Pod.Name, err)}))
+		}
+		<-rt.exited
+		return
 	}
 	clientGone := make(chan struct{})
 	go func() {
@@ -501,4 +590,9 @@ func (s *Server) serveRequest(ctx context.Context, w *muxproto.Writer, f muxprot
 		_ = w.WriteJSON(muxproto.TypeStdout, 0, result)
 	}
 	_ = w.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{})
+}
+
+func exitFrame(x muxproto.Exit) muxproto.Frame {
+	b, _ := json.Marshal(x)
+	return muxproto.Frame{Type: muxproto.TypeExit, Payload: b}
 }
