@@ -518,6 +518,14 @@ func TestGitLabStreamCutMidStage(t *testing.T) {
 	}
 	assert.Equal(t, want, got, "every line once, in order, across the cut")
 	assert.Contains(t, tr, "RUNS=1", "the stage did not run again")
+	for _, tm := range p.timings(t, 201) {
+		if tm.Stage == "build_script" {
+			// The cut stream was replaced by the job's multiplexer, and
+			// the stage resumed through it.
+			assert.GreaterOrEqual(t, tm.MuxCalls, int64(2), "the build stage and its reattach went through the multiplexer")
+			assert.Zero(t, tm.DirectCalls)
+		}
+	}
 }
 
 func TestGitLabConcurrentPrepare(t *testing.T) {
