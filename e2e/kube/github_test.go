@@ -299,6 +299,24 @@ func writeExample(t *testing.T, job map[string]any) string {
 	return p
 }
 
+// countedOnce checks the "count" step's output (line-1 … line-40): every
+// line once and in order; it returns the step's lines.
+func countedOnce(t *testing.T, r *hookResult) []string {
+	t.Helper()
+	_, _, lines := r.step(t, "count")
+	var got, want []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "line-") {
+			got = append(got, l)
+		}
+	}
+	for i := 1; i <= 40; i++ {
+		want = append(want, "line-"+strconv.Itoa(i))
+	}
+	assert.Equal(t, want, got, "every line once, in order")
+	return lines
+}
+
 // The exec stream cut mid-step: the hook reattaches, every output line
 // arrives once and in order, and the step ran once.
 func TestGitHubHookStreamCutMidStep(t *testing.T) {
@@ -322,18 +340,7 @@ func TestGitHubHookStreamCutMidStep(t *testing.T) {
 	<-done
 	r, _ := readResult(t, out, log)
 	require.Equal(t, "success", r.Result, "hookrun:\n%s", log)
-	_, _, lines := r.step(t, "count")
-	var got []string
-	for _, l := range lines {
-		if strings.HasPrefix(l, "line-") {
-			got = append(got, l)
-		}
-	}
-	var want []string
-	for i := 1; i <= 40; i++ {
-		want = append(want, "line-"+strconv.Itoa(i))
-	}
-	assert.Equal(t, want, got, "every line once, in order")
+	lines := countedOnce(t, r)
 	assert.Contains(t, strings.Join(lines, "\n"), "reattaching", "the stream was cut and reattached (::debug:: line)")
 	_, _, lines = r.step(t, "once")
 	assert.Contains(t, lines, "runs=1", "the step ran once")
@@ -363,18 +370,7 @@ func TestGitHubHookMuxKilledMidStep(t *testing.T) {
 	<-done
 	r, _ := readResult(t, out, log)
 	require.Equal(t, "success", r.Result, "hookrun:\n%s", log)
-	_, _, lines := r.step(t, "count")
-	var got []string
-	for _, l := range lines {
-		if strings.HasPrefix(l, "line-") {
-			got = append(got, l)
-		}
-	}
-	var want []string
-	for i := 1; i <= 40; i++ {
-		want = append(want, "line-"+strconv.Itoa(i))
-	}
-	assert.Equal(t, want, got, "every line once, in order")
+	lines := countedOnce(t, r)
 	assert.Contains(t, strings.Join(lines, "\n"), "reattaching", "the call was resumed (::debug:: line)")
 	_, _, lines = r.step(t, "once")
 	assert.Contains(t, lines, "runs=1", "the step ran once")

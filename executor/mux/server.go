@@ -134,6 +134,20 @@ func (rt *route) write() {
 	}
 }
 
+// busy counts a call being served until the returned func is called:
+// the idle bound runs from the end of the last call.
+func (s *Server) busy() (done func()) {
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.active--
+		s.lastCall = time.Now()
+		s.mu.Unlock()
+	}
+}
+
 func (s *Server) shutdown(reason string) {
 	s.stopOnce.Do(func() { s.stop <- reason })
 }
@@ -446,15 +460,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 
-	s.mu.Lock()
-	s.active++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.active--
-		s.lastCall = time.Now()
-		s.mu.Unlock()
-	}()
+	defer s.busy()()
 	st, err := s.podStream(ctx)
 	if err != nil {
 		refuse("%v", err)
@@ -560,15 +566,7 @@ func (s *Server) serveRequest(ctx context.Context, w *muxproto.Writer, f muxprot
 		_ = w.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{Error: err.Error(), Refused: true})
 		return
 	}
-	s.mu.Lock()
-	s.active++
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.active--
-		s.lastCall = time.Now()
-		s.mu.Unlock()
-	}()
+	defer s.busy()()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var result any
