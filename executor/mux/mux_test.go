@@ -49,7 +49,9 @@ func (f *fakePod) PodsOfJob(ctx context.Context, o pool.Owner) ([]pool.Pod, erro
 func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) < 5 || argv[2] != "attach" {
 		f.direct.Add(1)
-		_, _ = io.Copy(stdout, stdin)
+		if stdin != nil {
+			_, _ = io.Copy(stdout, stdin)
+		}
 		return 0, nil
 	}
 	f.attaches.Add(1)
@@ -344,4 +346,37 @@ func TestAHeaderWithoutItsPayloadIsAnError(t *testing.T) {
 	go func() { _, _ = w.Write(hdr[:]); _ = w.Close() }()
 	_, err := muxproto.NewReader(r).Read()
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "a short payload is an error, not a wait or an allocation")
+}
+
+// refusingPod's warmpod has no attach (an older image): exit 2.
+type refusingPod struct{ fakePod }
+
+func (f *refusingPod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if len(argv) >= 3 && argv[2] == "attach" {
+		f.attaches.Add(1)
+		fmt.Fprintln(stderr, `warmpod: unknown job command "attach"`)
+		return 2, nil
+	}
+	return f.fakePod.Exec(ctx, p, argv, stdin, stdout, stderr)
+}
+
+// A pod that refuses attach ends the multiplexer at once (no retries for
+// the reattach bound), and the call goes direct.
+func TestAPodWithoutAttachEndsTheMultiplexer(t *testing.T) {
+	dir := t.TempDir()
+	sock := SocketPath(dir, "k")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	require.NoError(t, err)
+	fp := &refusingPod{}
+	srv := &Server{Cluster: fp, Pod: testPod, Job: "j1", Reattach: time.Hour}
+	reason := make(chan string, 1)
+	go func() { reason <- srv.Serve(context.Background(), ln) }()
+	var log bytes.Buffer
+	code, err := client(sock, "j1", &fp.fakePod, &log).Exec(context.Background(), testPod, []string{"w", "job", "status", "0"}, nil, io.Discard, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, code)
+	assert.EqualValues(t, 1, fp.direct.Load(), "the call went direct")
+	assert.Contains(t, log.String(), "exit 2")
+	assert.Contains(t, <-reason, "refused the stream")
+	assert.EqualValues(t, 1, fp.attaches.Load(), "one attempt, not a retry loop")
 }

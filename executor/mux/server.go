@@ -25,6 +25,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/warmpod/warmpod/executor"
@@ -66,6 +67,7 @@ type Server struct {
 	stop     chan string
 	stopOnce sync.Once
 	ctx      context.Context // Serve's
+	down     atomic.Value    // the reason, once it is shutting down
 }
 
 // podStream is one exec of `warmpod job attach` and the calls it carries.
@@ -149,7 +151,10 @@ func (s *Server) busy() (done func()) {
 }
 
 func (s *Server) shutdown(reason string) {
-	s.stopOnce.Do(func() { s.stop <- reason })
+	s.stopOnce.Do(func() {
+		s.down.Store(reason)
+		s.stop <- reason
+	})
 }
 
 // Serve accepts calls on ln until the multiplexer's job is over: the
@@ -234,6 +239,9 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) string {
 func (s *Server) podStream(ctx context.Context) (*podStream, error) {
 	s.attachMu.Lock()
 	defer s.attachMu.Unlock()
+	if r := s.down.Load(); r != nil {
+		return nil, fmt.Errorf("the multiplexer is ending: %s", r)
+	}
 	s.mu.Lock()
 	st := s.stream
 	s.mu.Unlock()
@@ -254,8 +262,8 @@ func (s *Server) podStream(ctx context.Context) (*podStream, error) {
 			return st, nil
 		}
 		fmt.Fprintf(s.Log, "warmpod mux: attach to pod %s: %v\n", s.Pod.Name, err)
-		if errors.Is(err, errJobOver) {
-			s.shutdown("job-ended")
+		if errors.Is(err, errRefusedAttach) {
+			s.shutdown(err.Error())
 			return nil, err
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -272,8 +280,9 @@ func (s *Server) podStream(ctx context.Context) (*podStream, error) {
 	}
 }
 
-// errJobOver: attach refused the job (it is not the pod's any more).
-var errJobOver = errors.New("the job is not the pod's any more")
+// errRefusedAttach: the pod's warmpod ran attach and refused (an exit
+// code, not a broken stream).
+var errRefusedAttach = errors.New("the pod refused the stream")
 
 // helloTimeout bounds the wait for attach's Hello after the exec starts.
 const helloTimeout = 15 * time.Second
@@ -288,10 +297,11 @@ func (s *Server) attach(ctx context.Context) (*podStream, error) {
 	go func() {
 		code, err := s.Cluster.Exec(ctx, s.Pod, []string{s.Pod.Bin, "job", "attach", "--job", s.Job}, inR, outW, &errb)
 		if err == nil && code != 0 {
-			err = fmt.Errorf("warmpod job attach: exit %d: %s", code, bytes.TrimSpace(errb.Bytes()))
-			if code == 69 || code == 75 { // draining, PID 1 gone, or another job's pod
-				err = fmt.Errorf("%w: %v", errJobOver, err)
-			}
+			// The pod answered: it is draining, another job's, or its
+			// warmpod has no attach (an older image, exit 2). Asking
+			// again gets the same answer; only a broken stream is
+			// retried.
+			err = fmt.Errorf("%w: warmpod job attach: exit %d: %s", errRefusedAttach, code, bytes.TrimSpace(errb.Bytes()))
 		} else if err == nil {
 			err = errors.New("the stream ended")
 		}
