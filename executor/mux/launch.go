@@ -236,6 +236,15 @@ func Main(args []string, connect func() (executor.Cluster, error)) int {
 	if err != nil {
 		return fail(err)
 	}
+	// The API connection opens meanwhile too (cleanup's requests use it;
+	// the exec stream's own TLS handshake finds the crypto warm).
+	if c, ok := cl.(interface{ Connect(context.Context) error }); ok {
+		go func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = c.Connect(cctx)
+		}()
+	}
 	b, err := io.ReadAll(io.LimitReader(os.Stdin, maxSpec))
 	if err != nil || len(b) == 0 {
 		return fail(errors.New("no spec on stdin (the claim did not happen)"))

@@ -287,6 +287,16 @@ func (k *Kube) PodsOfJob(ctx context.Context, owner Owner) ([]Pod, error) {
 	return out, nil
 }
 
+// Connect opens the connection to the API server ahead of the first call
+// that needs it (GET /version, which every authenticated account may
+// read): TLS handshake and client set-up are then done. The job's
+// multiplexer calls it while it waits for its pod. Errors: the API
+// server's.
+func (k *Kube) Connect(ctx context.Context) error {
+	_, err := k.CS.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+	return err
+}
+
 // Exec runs argv in the pod's warmpod container as `kubectl exec` does:
 // a WebSocket stream (the v5 channel protocol) with a fallback to SPDY
 // when the API server or a proxy refuses the upgrade. stdin may be nil.
