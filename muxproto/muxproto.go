@@ -67,6 +67,8 @@ const (
 	TypeRequest Type = 12
 )
 
+// String names the frame type as error messages do ("open", "exit";
+// "type-N" for a type this version does not know).
 func (t Type) String() string {
 	names := [...]string{1: "hello", 2: "open", 3: "stdin", 4: "stdin-eof", 5: "close", 6: "stdout",
 		7: "stderr", 8: "exit", 9: "accept", 10: "bye", 11: "shutdown", 12: "request"}

@@ -100,21 +100,13 @@ func (c *Cluster) usable() bool { return c.Sock != "" && !c.off.Load() }
 // request makes one API request through the multiplexer; result gets the
 // answer's JSON. errUnavailable: it did not take the request.
 func (c *Cluster) request(ctx context.Context, req request, result any) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.Sock)
+	conn, _, r, err := c.dial(ctx, muxproto.TypeRequest, req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUnavailable, err)
+		return err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
-	w, r := muxproto.NewWriter(conn), muxproto.NewReader(conn)
-	if err := w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: c.Job, PodUID: string(c.Pod.UID)}); err != nil {
-		return fmt.Errorf("%w: %v", errUnavailable, err)
-	}
-	if err := w.WriteJSON(muxproto.TypeRequest, 0, req); err != nil {
-		return fmt.Errorf("%w: %v", errUnavailable, err)
-	}
 	_ = conn.SetReadDeadline(time.Now().Add(answerTimeout + 30*time.Second))
 	for {
 		f, err := r.Read()
@@ -144,23 +136,35 @@ func (c *Cluster) request(ctx context.Context, req request, result any) error {
 	}
 }
 
-func (c *Cluster) call(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+// dial connects to the multiplexer and sends the Hello (this job and pod)
+// and the call's first frame (an Open or a Request). Errors are
+// errUnavailable: nothing of the call reached it.
+func (c *Cluster) dial(ctx context.Context, t muxproto.Type, first any) (net.Conn, *muxproto.Writer, *muxproto.Reader, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.Sock)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errUnavailable, err)
+		return nil, nil, nil, fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	w := muxproto.NewWriter(conn)
+	err = w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: c.Job, PodUID: string(c.Pod.UID)})
+	if err == nil {
+		err = w.WriteJSON(t, 0, first)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, nil, nil, fmt.Errorf("%w: %v", errUnavailable, err)
+	}
+	return conn, w, muxproto.NewReader(conn), nil
+}
+
+func (c *Cluster) call(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	conn, w, r, err := c.dial(ctx, muxproto.TypeOpen, muxproto.Open{Argv: argv})
+	if err != nil {
+		return 0, err
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
-	w := muxproto.NewWriter(conn)
-	r := muxproto.NewReader(conn)
-	if err := w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: c.Job, PodUID: string(c.Pod.UID)}); err != nil {
-		return 0, fmt.Errorf("%w: %v", errUnavailable, err)
-	}
-	if err := w.WriteJSON(muxproto.TypeOpen, 0, muxproto.Open{Argv: argv}); err != nil {
-		return 0, fmt.Errorf("%w: %v", errUnavailable, err)
-	}
 	_ = conn.SetReadDeadline(time.Now().Add(answerTimeout))
 	f, err := r.Read()
 	if err != nil {

@@ -32,10 +32,6 @@ type Spec struct {
 	// Job and Pod are the job and pod it serves.
 	Job string   `json:"job"`
 	Pod pool.Pod `json:"pod"`
-	// Idle and Reattach are Server's bounds (Go durations; empty: the
-	// defaults).
-	Idle     string `json:"idle,omitempty"`
-	Reattach string `json:"reattach,omitempty"`
 }
 
 // SocketPath is the socket of job key's multiplexer in dir: a digest of
@@ -257,19 +253,6 @@ func Main(args []string, connect func() (executor.Cluster, error)) int {
 		return fail(fmt.Errorf("spec: socket %q, not %q", spec.Sock, fs.Arg(0)))
 	}
 	srv := &Server{Pod: spec.Pod, Job: spec.Job, Log: os.Stderr, Cluster: cl}
-	for _, d := range []struct {
-		v   string
-		dst *time.Duration
-	}{{spec.Idle, &srv.Idle}, {spec.Reattach, &srv.Reattach}} {
-		if d.v == "" {
-			continue
-		}
-		v, err := time.ParseDuration(d.v)
-		if err != nil {
-			return fail(fmt.Errorf("spec: %v", err))
-		}
-		*d.dst = v
-	}
 	if spec.Sock == "" || spec.Job == "" || spec.Pod.Name == "" || spec.Pod.UID == "" {
 		return fail(errors.New("spec: sock, job and pod are required"))
 	}
@@ -315,8 +298,6 @@ type Launcher struct {
 	Env []string
 	// Dir is the private state directory of the sockets.
 	Dir string
-	// Idle is Server.Idle (0: DefaultIdle).
-	Idle time.Duration
 }
 
 // Sock is the socket of the job keyed key (unique per job and CI server).
@@ -369,9 +350,6 @@ func (e *Early) Close() {
 
 func (e *Early) start(job string, pod pool.Pod) error {
 	spec := Spec{Sock: e.l.Sock(e.key), Job: job, Pod: pod}
-	if e.l.Idle > 0 {
-		spec.Idle = e.l.Idle.String()
-	}
 	if p := e.p; p != nil {
 		e.p = nil
 		return p.give(spec)
