@@ -74,8 +74,9 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 		kind = "warm"
 	}
 	fmt.Fprintf(core.Log, "warmpod: job %s runs on %s pod %s (pool %s)\n", st.Job, kind, pod.Name, pod.Pool)
-	// _work goes in through the job's multiplexer too.
-	probed, err := h.sendWork(ctx, h.core(st), st)
+	// _work goes in by exec of a shell of its own (the stream carries only
+	// warmpod's job commands); the multiplexer attaches meanwhile.
+	probed, err := h.sendWork(ctx, core, st)
 	if err != nil {
 		core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
 		h.Mux.Stop(muxKey(st), core.Log)

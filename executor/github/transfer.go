@@ -96,7 +96,7 @@ func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, r *
 	var last string
 	for attempt := 0; attempt <= h.Cfg.MaxStreamRetries; attempt++ {
 		var out, errb bytes.Buffer
-		code, err := core.Cluster.Exec(ctx, st.Pod, argv, io.NewSectionReader(r, 0, r.Size()), &out, &errb)
+		code, err := h.Cluster.Exec(ctx, st.Pod, argv, io.NewSectionReader(r, 0, r.Size()), &out, &errb)
 		if err == nil && code == 0 {
 			return out.String(), nil
 		}
