@@ -192,12 +192,8 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) string {
 		}
 	}()
 	// The stream is opened at once: the first stage usually follows
-	// prepare within milliseconds.
-	go func() {
-		if _, err := s.podStream(ctx); err != nil {
-			s.shutdown(err.Error())
-		}
-	}()
+	// prepare within milliseconds (a failure ends the multiplexer there).
+	go func() { _, _ = s.podStream(ctx) }()
 	tick := time.NewTicker(min(s.Idle/4, 5*time.Second))
 	defer tick.Stop()
 	var reason string
