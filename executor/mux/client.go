@@ -150,11 +150,22 @@ func (c *Cluster) dial(ctx context.Context, t muxproto.Type, first any) (net.Con
 	if err == nil {
 		err = w.WriteJSON(t, 0, first)
 	}
+	r := muxproto.NewReader(conn)
 	if err != nil {
+		// A multiplexer that refused the Hello (another job's, another
+		// version) closes at once, maybe before the next frame is
+		// written: its refusal says why.
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		if f, rerr := r.Read(); rerr == nil && f.Type == muxproto.TypeExit {
+			var x muxproto.Exit
+			if muxproto.Decode(f, &x) == nil && x.Error != "" {
+				err = errors.New(x.Error)
+			}
+		}
 		conn.Close()
 		return nil, nil, nil, fmt.Errorf("%w: %v", errUnavailable, err)
 	}
-	return conn, w, muxproto.NewReader(conn), nil
+	return conn, w, r, nil
 }
 
 func (c *Cluster) call(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {

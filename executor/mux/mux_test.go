@@ -348,11 +348,16 @@ func TestAHeaderWithoutItsPayloadIsAnError(t *testing.T) {
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF, "a short payload is an error, not a wait or an allocation")
 }
 
-// refusingPod's warmpod has no attach (an older image): exit 2.
-type refusingPod struct{ fakePod }
+// refusingPod's warmpod has no attach (an older image): exit 2, once
+// gate is closed.
+type refusingPod struct {
+	fakePod
+	gate chan struct{}
+}
 
 func (f *refusingPod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) >= 3 && argv[2] == "attach" {
+		<-f.gate
 		f.attaches.Add(1)
 		fmt.Fprintln(stderr, `warmpod: unknown job command "attach"`)
 		return 2, nil
@@ -367,10 +372,23 @@ func TestAPodWithoutAttachEndsTheMultiplexer(t *testing.T) {
 	sock := SocketPath(dir, "k")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	require.NoError(t, err)
-	fp := &refusingPod{}
+	fp := &refusingPod{gate: make(chan struct{})}
 	srv := &Server{Cluster: fp, Pod: testPod, Job: "j1", Reattach: time.Hour}
 	reason := make(chan string, 1)
 	go func() { reason <- srv.Serve(context.Background(), ln) }()
+	// The pod answers once the call is in (the call waits for the stream).
+	go func() {
+		for {
+			srv.mu.Lock()
+			in := srv.active > 0
+			srv.mu.Unlock()
+			if in {
+				close(fp.gate)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	var log bytes.Buffer
 	code, err := client(sock, "j1", &fp.fakePod, &log).Exec(context.Background(), testPod, []string{"w", "job", "status", "0"}, nil, io.Discard, io.Discard)
 	require.NoError(t, err)
