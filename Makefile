@@ -191,12 +191,12 @@ stress: deps build ## full stress scenarios (1,000-job soak, races, faults, floo
 	@cat $(STRESS_OUT)
 
 fuzz: ## each fuzz target for FUZZTIME (default 10m): job spec parser, env renderer (dash, bash, busybox sh), control-frame reader, probe HTTP request parser and connection, API server answer parser, stage names
-	$(GO) test ./tokens -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./tokens -run '^$$' -fuzz '^FuzzQuote$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./jobspec -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./jobspec -run '^$$' -fuzz '^FuzzQuote$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./control -run '^$$' -fuzz '^FuzzReadRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./probe -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./probe -run '^$$' -fuzz '^FuzzServeConn$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./kube -run '^$$' -fuzz '^FuzzReadResponse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./podapi -run '^$$' -fuzz '^FuzzReadResponse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./supervisor -run '^$$' -fuzz '^FuzzValidStageName$$' -fuzztime $(FUZZTIME)
 
 # ---- benchmarks: bench/ (results in bench/results.md, bench/results.json, bench/micro.txt) ----

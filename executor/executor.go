@@ -27,7 +27,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// Cluster is what the executor needs of Kubernetes; *pool.Kube is the
+// Cluster is what the executor needs of Kubernetes; *pool.Cluster is the
 // real one, tests use a fake.
 type Cluster interface {
 	// ClaimWarm claims a Ready idle pod of p for owner within wait; nil

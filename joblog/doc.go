@@ -1,5 +1,5 @@
 // Package joblog serves a CI job's log file to an executor over streams that
-// may break at any moment, and writes files into the pod atomically.
+// may break at any moment.
 //
 // # Reading a log: records and offsets
 //
@@ -35,12 +35,6 @@
 // exactly n file bytes (line, plus '\n' in the first case) rebuilds the
 // file from the start offset byte for byte; resuming at any record's offset
 // continues exactly where that record ended. [ParseRecord] splits a record.
-//
-// # Writing a file: Put
-//
-// [Put] writes a file of known size and SHA-256 digest atomically (temp file,
-// fsync, rename, fsync of the directory), so a reader never sees a partial
-// file and a failed or corrupt transfer leaves nothing behind.
 //
 // The package is written for Linux (warmpod runs as PID 1 in a Kubernetes
 // pod); it uses only portable os calls plus inode/device identity.

@@ -5,8 +5,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpod/warmpod/idle"
-	"github.com/warmpod/warmpod/kube"
+	"github.com/warmpod/warmpod/podapi"
+	"github.com/warmpod/warmpod/procscan"
 	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
 )
@@ -49,10 +49,10 @@ type Children interface {
 // must stop, and who is an executor's client to spare.
 type Processes interface {
 	// List returns the processes PID 1 is responsible for, except itself.
-	List() ([]idle.Proc, error)
+	List() ([]procscan.Proc, error)
 	// Clients returns the PIDs among procs that are warmpod clients that
 	// came in through an exec session.
-	Clients(procs []idle.Proc) map[int]bool
+	Clients(procs []procscan.Proc) map[int]bool
 	// Signal sends sig to pid (nothing when it is gone, nothing to a
 	// PID below 2).
 	Signal(pid int, sig unix.Signal)
@@ -82,7 +82,7 @@ type Pinned interface {
 // Pod is the pod PID 1 runs in (KubePod).
 type Pod interface {
 	// Terminated records the exit reason where the kubelet reads it.
-	Terminated(m kube.TerminationMessage)
+	Terminated(m podapi.TerminationMessage)
 	// DeleteSelf deletes the pod through the API server, bounded by ctx.
 	DeleteSelf(ctx context.Context)
 }

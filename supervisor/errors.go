@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/lease"
 )
 
 // The supervisor's error kinds. Every error its operations return wraps
@@ -52,8 +52,8 @@ func errorf(kind error, format string, args ...any) error {
 // ExitCode maps an error of the supervisor to the exit code its client
 // reports (sysexits.h, as documented in the README): 0 for nil, 65 for
 // ErrInvalid, 2 for ErrUsage, 75 for a refusal worth retrying elsewhere or
-// later (idle.ErrBusy, idle.ErrWrongJob, ErrRefused, ErrStillRunning), 69
-// when the thing asked for is not there (idle.ErrNoJob, idle.ErrDraining,
+// later (lease.ErrBusy, lease.ErrWrongJob, ErrRefused, ErrStillRunning), 69
+// when the thing asked for is not there (lease.ErrNoJob, lease.ErrDraining,
 // ErrCancelled, ErrNoStage, ErrExiting), 70 for anything else (an internal
 // failure: the job could not be started, a file could not be opened).
 func ExitCode(err error) int {
@@ -64,10 +64,10 @@ func ExitCode(err error) int {
 		return control.ExitDataErr
 	case errors.Is(err, ErrUsage):
 		return control.ExitUsage
-	case errors.Is(err, idle.ErrBusy), errors.Is(err, idle.ErrWrongJob),
+	case errors.Is(err, lease.ErrBusy), errors.Is(err, lease.ErrWrongJob),
 		errors.Is(err, ErrRefused), errors.Is(err, ErrStillRunning):
 		return control.ExitTempFail
-	case errors.Is(err, idle.ErrNoJob), errors.Is(err, idle.ErrDraining),
+	case errors.Is(err, lease.ErrNoJob), errors.Is(err, lease.ErrDraining),
 		errors.Is(err, ErrCancelled), errors.Is(err, ErrNoStage), errors.Is(err, ErrExiting):
 		return control.ExitUnavailable
 	}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/idle"
-	"github.com/warmpod/warmpod/kube"
+	"github.com/warmpod/warmpod/podapi"
+	"github.com/warmpod/warmpod/procscan"
 	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
 )
@@ -44,12 +44,12 @@ type world struct {
 	stopSlow  time.Duration // Replace takes this long (a shell slow to go)
 
 	// pod
-	terminated []kube.TerminationMessage
+	terminated []podapi.TerminationMessage
 	deleted    int
 }
 
 type fproc struct {
-	p          idle.Proc
+	p          procscan.Proc
 	ignoreTERM bool
 	// onTERM, when set, is the process's TERM handler (run with the
 	// world's mutex held): the process survives the TERM and does what
@@ -90,7 +90,7 @@ func (w *world) spawnLocked(ppid, pgid int, comm string) int {
 	}
 	// Start is unique per process, as the kernel's start time is per
 	// PID: a fake PID is never reused.
-	w.procs[pid] = &fproc{p: idle.Proc{PID: pid, PPID: ppid, PGID: pgid, SID: pgid, State: 'S', Comm: comm, Start: uint64(pid) * 3}}
+	w.procs[pid] = &fproc{p: procscan.Proc{PID: pid, PPID: ppid, PGID: pgid, SID: pgid, State: 'S', Comm: comm, Start: uint64(pid) * 3}}
 	return pid
 }
 
@@ -288,7 +288,7 @@ func (f *fakeChildren) Orphans() uint64     { return 0 }
 
 type fakeProcs world
 
-func (f *fakeProcs) List() ([]idle.Proc, error) {
+func (f *fakeProcs) List() ([]procscan.Proc, error) {
 	w := (*world)(f)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -296,15 +296,15 @@ func (f *fakeProcs) List() ([]idle.Proc, error) {
 	if w.onList != nil {
 		w.onList(w, w.lists)
 	}
-	out := make([]idle.Proc, 0, len(w.procs))
+	out := make([]procscan.Proc, 0, len(w.procs))
 	for _, p := range w.procs {
 		out = append(out, p.p)
 	}
-	slices.SortFunc(out, func(a, b idle.Proc) int { return a.PID - b.PID })
+	slices.SortFunc(out, func(a, b procscan.Proc) int { return a.PID - b.PID })
 	return out, nil
 }
 
-func (f *fakeProcs) Clients([]idle.Proc) map[int]bool {
+func (f *fakeProcs) Clients([]procscan.Proc) map[int]bool {
 	w := (*world)(f)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -362,7 +362,7 @@ func (p fakePinned) Close() {}
 
 type fakePod world
 
-func (f *fakePod) Terminated(m kube.TerminationMessage) {
+func (f *fakePod) Terminated(m podapi.TerminationMessage) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.terminated = append(f.terminated, m)

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warmpod/warmpod/idle"
-	"github.com/warmpod/warmpod/tokens"
+	"github.com/warmpod/warmpod/jobspec"
+	"github.com/warmpod/warmpod/lease"
+	"github.com/warmpod/warmpod/procscan"
 )
 
 // jobPhase is where the job holding the lease is in its life. The machine
@@ -37,7 +38,7 @@ const (
 // logPath and digest are set at claim and never change.
 type job struct {
 	id      string
-	spec    *tokens.Spec
+	spec    *jobspec.Spec
 	dir     string   // JobsDir/<id>: file variables and TMPDIR, 0700, the job user's
 	logPath string   // LogsDir/<id>.log: the stages' output, PID 1's
 	env     []string // the job's full environment (base + variables + token + TMPDIR)
@@ -69,14 +70,14 @@ type Started struct {
 
 // StartJob claims the lease for the spec in raw and gives the job a fresh
 // shell holding its token and variables. Errors: ErrInvalid for a bad
-// spec (naming the field); idle.ErrBusy when another job holds the lease;
+// spec (naming the field); lease.ErrBusy when another job holds the lease;
 // ErrRefused when the config hash differs, the scope is not the pod's, or
-// a replay (same id and nonce) differs in any byte; idle.ErrDraining when
+// a replay (same id and nonce) differs in any byte; lease.ErrDraining when
 // draining; an internal error when the job's files or shell cannot be
 // made (the lease is released again). PID 1's state is unchanged by any
 // refusal, and the spec's secrets are wiped whenever it is not started.
 func (s *Supervisor) StartJob(raw []byte) (Started, error) {
-	spec, err := tokens.ParseSpec(raw)
+	spec, err := jobspec.ParseSpec(raw)
 	if err != nil {
 		return Started{}, errorf(ErrInvalid, "%v", err)
 	}
@@ -92,7 +93,7 @@ func (s *Supervisor) StartJob(raw []byte) (Started, error) {
 	return r, err
 }
 
-func (s *Supervisor) startJob(spec *tokens.Spec, digest [32]byte, reply func(Started, error)) {
+func (s *Supervisor) startJob(spec *jobspec.Spec, digest [32]byte, reply func(Started, error)) {
 	refuse := func(err error) {
 		spec.Wipe()
 		reply(Started{}, err)
@@ -222,20 +223,20 @@ type Ended struct {
 // ancestry gets SIGTERM, then SIGKILL after the grace; the secrets are
 // zeroed, the job's directory and log removed, and a fresh idle shell
 // started (or the pod drains when --max-jobs is reached). Errors:
-// idle.ErrNoJob when no job holds the lease, idle.ErrWrongJob when jobID
+// lease.ErrNoJob when no job holds the lease, lease.ErrWrongJob when jobID
 // names another job.
 func (s *Supervisor) EndJob(jobID string, peer int) (Ended, error) {
 	return call(s, true, func(reply func(Ended, error)) { s.endJob(jobID, "job end", peer, reply) })
 }
 
 func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error)) {
-	lease, ok := s.machine.Lease()
+	held, ok := s.machine.Lease()
 	if !ok {
-		reply(Ended{}, idle.ErrNoJob)
+		reply(Ended{}, lease.ErrNoJob)
 		return
 	}
-	if jobID != "" && jobID != lease.JobID {
-		reply(Ended{}, idle.ErrWrongJob)
+	if jobID != "" && jobID != held.JobID {
+		reply(Ended{}, lease.ErrWrongJob)
 		return
 	}
 	j := s.job
@@ -263,13 +264,13 @@ func (s *Supervisor) endJob(jobID, why string, peer int, reply func(Ended, error
 		s.setSweeping(false)
 		s.job = nil
 		now := time.Now()
-		_ = s.machine.Release(lease.JobID, now)
+		_ = s.machine.Release(held.JobID, now)
 		s.publish(now)
 		done := func() {
-			s.log.Info("job ended", "job", lease.JobID, "reason", why, "terminated", n, "duration", time.Since(lease.Since).Round(time.Millisecond))
-			reply(Ended{ID: lease.JobID}, nil)
+			s.log.Info("job ended", "job", held.JobID, "reason", why, "terminated", n, "duration", time.Since(held.Since).Round(time.Millisecond))
+			reply(Ended{ID: held.JobID}, nil)
 		}
-		if s.machine.State() == idle.Draining {
+		if s.machine.State() == lease.Draining {
 			done()
 			return
 		}
@@ -298,7 +299,7 @@ func (s *Supervisor) killJobProcesses(peer int, l *termLedger, grace time.Durati
 			keep[pid] = true
 		}
 	}
-	n := s.terminate(func(p idle.Proc) bool { return keep[p.PID] }, l, grace)
+	n := s.terminate(func(p procscan.Proc) bool { return keep[p.PID] }, l, grace)
 	s.fx.Children.Reap()
 	return n
 }
@@ -345,15 +346,15 @@ func (s *Supervisor) CancelJob(jobID string, peer int, grace time.Duration) (End
 
 // current returns the job holding the lease, which must be jobID when
 // that is set, in a phase that takes operations (loop only). Errors:
-// idle.ErrNoJob, idle.ErrWrongJob.
+// lease.ErrNoJob, lease.ErrWrongJob.
 func (s *Supervisor) current(jobID string) (*job, error) {
-	lease, ok := s.machine.Lease()
+	held, ok := s.machine.Lease()
 	j := s.job
 	if !ok || j == nil || j.phase == phaseStarting || j.phase == phaseEnding {
-		return nil, idle.ErrNoJob
+		return nil, lease.ErrNoJob
 	}
-	if jobID != "" && jobID != lease.JobID {
-		return nil, idle.ErrWrongJob
+	if jobID != "" && jobID != held.JobID {
+		return nil, lease.ErrWrongJob
 	}
 	return j, nil
 }
@@ -393,7 +394,7 @@ func (s *Supervisor) wipeCleanupPaths(j *job) {
 		return
 	}
 	protect := []string{filepath.Dir(s.cfg.JobsDir), s.cfg.JobsDir, s.cfg.LogsDir}
-	n, err := tokens.WipeCleanupPaths(patterns, protect)
+	n, err := jobspec.WipeCleanupPaths(patterns, protect)
 	if err != nil {
 		s.log.Error("cleanup paths not fully wiped", "job", j.id, "removed", n, "error", err)
 		return
@@ -405,7 +406,7 @@ func (s *Supervisor) removeJobFiles(id string) {
 	if id == "" {
 		return
 	}
-	if err := tokens.RemoveFiles(filepath.Join(s.cfg.JobsDir, id)); err != nil {
+	if err := jobspec.RemoveFiles(filepath.Join(s.cfg.JobsDir, id)); err != nil {
 		s.log.Error("cannot remove job directory", "job", id, "error", err)
 	}
 	if err := os.Remove(filepath.Join(s.cfg.LogsDir, id+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -424,7 +425,7 @@ type JobInfo struct {
 }
 
 // JobEnv returns the current job's environment and user. Errors:
-// idle.ErrNoJob, ErrCancelled.
+// lease.ErrNoJob, ErrCancelled.
 func (s *Supervisor) JobEnv() (JobInfo, error) {
 	return call(s, false, func(reply func(JobInfo, error)) {
 		j, err := s.current("")
@@ -446,7 +447,7 @@ func (s *Supervisor) jobUser() string {
 	return ""
 }
 
-// Renew is the lease heartbeat of jobID. Errors as idle.Machine.Renew.
+// Renew is the lease heartbeat of jobID. Errors as lease.Machine.Renew.
 func (s *Supervisor) Renew(jobID string) error {
 	_, err := call(s, false, func(reply func(struct{}, error)) {
 		reply(struct{}{}, s.machine.Renew(jobID, time.Now()))
@@ -455,12 +456,12 @@ func (s *Supervisor) Renew(jobID string) error {
 }
 
 // JobStatus returns the job's status document, or one stage's with stage
-// set, also while the job ends. Errors: idle.ErrNoJob, ErrNoStage.
+// set, also while the job ends. Errors: lease.ErrNoJob, ErrNoStage.
 func (s *Supervisor) JobStatus(stage string) (JobInfo, error) {
 	return call(s, false, func(reply func(JobInfo, error)) {
 		j := s.job
 		if j == nil || j.phase == phaseStarting {
-			reply(JobInfo{}, idle.ErrNoJob)
+			reply(JobInfo{}, lease.ErrNoJob)
 			return
 		}
 		info := JobInfo{ID: j.id, LogPath: j.logPath, Dir: j.dir, User: s.jobUser()}

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/warmpod/warmpod/kube"
+	"github.com/warmpod/warmpod/podapi"
 )
 
 // KubePod is the real Pod: the kubelet's termination log and the API
@@ -31,7 +31,7 @@ type KubePod struct {
 
 // Terminated writes m where the kubelet reads it; a missing file means
 // the pod has no terminationMessagePath mount (or this is not a pod).
-func (p KubePod) Terminated(m kube.TerminationMessage) {
+func (p KubePod) Terminated(m podapi.TerminationMessage) {
 	if p.TerminationLog == "" {
 		return
 	}
@@ -39,7 +39,7 @@ func (p KubePod) Terminated(m kube.TerminationMessage) {
 		p.Log.Debug("no termination log", "path", p.TerminationLog, "error", err)
 		return
 	}
-	if err := kube.WriteTerminationMessage(p.TerminationLog, m); err != nil {
+	if err := podapi.WriteTerminationMessage(p.TerminationLog, m); err != nil {
 		p.Log.Warn("cannot write the termination message", "error", err)
 	}
 }
@@ -50,9 +50,9 @@ func (p KubePod) DeleteSelf(ctx context.Context) {
 	if p.SelfDelete == "never" {
 		return
 	}
-	cfg, err := kube.FromEnv(p.Getenv, p.ServiceAccountDir)
+	cfg, err := podapi.FromEnv(p.Getenv, p.ServiceAccountDir)
 	if err != nil {
-		if p.SelfDelete == "always" || !errors.Is(err, kube.ErrNotInCluster) {
+		if p.SelfDelete == "always" || !errors.Is(err, podapi.ErrNotInCluster) {
 			p.Log.Warn("pod not deleted", "error", err)
 		} else {
 			p.Log.Debug("not in a cluster: no self-deletion", "error", err)

@@ -4,7 +4,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/procscan"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,8 +33,8 @@ func NewProcTable(root string) *ProcTable {
 // process; otherwise (a subreaper, or a /proc from another namespace) only
 // its descendants, so that no process outside warmpod's tree is ever
 // touched.
-func (v *ProcTable) List() ([]idle.Proc, error) {
-	all, err := idle.ReadProcs(v.root)
+func (v *ProcTable) List() ([]procscan.Proc, error) {
+	all, err := procscan.ReadProcs(v.root)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (v *ProcTable) List() ([]idle.Proc, error) {
 		return out, nil
 	}
 	desc := make(map[int]bool)
-	for _, pid := range idle.Descendants(all, v.self) {
+	for _, pid := range procscan.Descendants(all, v.self) {
 		desc[pid] = true
 	}
 	for _, p := range all {
@@ -74,7 +74,7 @@ func (v *ProcTable) isClient(pid int) bool {
 // (a PPID of 0) without passing through PID 1. A warmpod binary that job
 // code started descends from PID 1 (directly, or re-parented to it) and is
 // job code like any other: it is not spared, whatever its name.
-func (v *ProcTable) Clients(procs []idle.Proc) map[int]bool {
+func (v *ProcTable) Clients(procs []procscan.Proc) map[int]bool {
 	parent := make(map[int]int, len(procs))
 	for _, p := range procs {
 		parent[p.PID] = p.PPID
@@ -102,7 +102,7 @@ func (v *ProcTable) Clients(procs []idle.Proc) map[int]bool {
 
 // ancestors returns pid and its ancestors among procs (the chain of the
 // process that asked for a clean-up must survive it).
-func ancestors(procs []idle.Proc, pid int) map[int]bool {
+func ancestors(procs []procscan.Proc, pid int) map[int]bool {
 	parent := make(map[int]int, len(procs))
 	for _, p := range procs {
 		parent[p.PID] = p.PPID
@@ -117,7 +117,7 @@ func ancestors(procs []idle.Proc, pid int) map[int]bool {
 
 // IO returns rchar+wchar of pid (/proc/PID/io); false when unreadable
 // (the process is gone, or belongs to another user).
-func (v *ProcTable) IO(pid int) (uint64, bool) { return idle.ReadIO(v.root, pid) }
+func (v *ProcTable) IO(pid int) (uint64, bool) { return procscan.ReadIO(v.root, pid) }
 
 // Signal sends sig to pid; a process that is gone already (ESRCH) is
 // not an error worth reporting. PIDs below 2 are refused: kill(2) of 0 or

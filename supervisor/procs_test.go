@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/procscan"
 )
 
 // fakeProc writes a /proc tree: self → selfPID, and one stat file per
@@ -25,7 +25,7 @@ func fakeProc(t *testing.T, selfPID int, procs map[int]int) string {
 	return root
 }
 
-func pids(ps []idle.Proc) map[int]bool {
+func pids(ps []procscan.Proc) map[int]bool {
 	out := map[int]bool{}
 	for _, p := range ps {
 		out[p.PID] = true
@@ -61,7 +61,7 @@ func TestNewProcTableDetectsForeignProc(t *testing.T) {
 }
 
 func TestAncestors(t *testing.T) {
-	procs := []idle.Proc{{PID: 1}, {PID: 10, PPID: 0}, {PID: 11, PPID: 10}, {PID: 12, PPID: 11}, {PID: 13, PPID: 1}}
+	procs := []procscan.Proc{{PID: 1}, {PID: 10, PPID: 0}, {PID: 11, PPID: 10}, {PID: 12, PPID: 11}, {PID: 13, PPID: 1}}
 	require.Equal(t, map[int]bool{12: true, 11: true, 10: true}, ancestors(procs, 12))
 	require.Equal(t, map[int]bool{13: true}, ancestors(procs, 13))
 	require.Empty(t, ancestors(procs, 1))

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warmpod/warmpod/joblog"
+	"github.com/warmpod/warmpod/putfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,7 +50,7 @@ type inflightPut struct {
 // ErrRefused when the job has maxPuts writes in flight; an internal error
 // when the caller cannot be pinned.
 func (s *Supervisor) StartPut(jobID string, peer int, tmp string) (JobInfo, error) {
-	if !filepath.IsAbs(tmp) || filepath.Clean(tmp) != tmp || !joblog.IsTempName(filepath.Base(tmp)) {
+	if !filepath.IsAbs(tmp) || filepath.Clean(tmp) != tmp || !putfile.IsTempName(filepath.Base(tmp)) {
 		return JobInfo{}, errorf(ErrInvalid, "job put: not a put temporary file path")
 	}
 	d := filepath.Dir(tmp)
@@ -100,7 +100,7 @@ func within(path, dir string) bool {
 // already after a successful rename), and has the loop forget it.
 func (s *Supervisor) watchPut(jobID string, p *inflightPut, forget func()) {
 	p.pin.Wait()
-	if err := joblog.RemoveTemp(p.tmp); err != nil {
+	if err := putfile.RemoveTemp(p.tmp); err != nil {
 		s.log.Warn("put temporary file not removed", "job", jobID, "path", p.tmp, "error", err)
 	}
 	p.pin.Close()

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/lease"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,7 +64,7 @@ func TestJobStartAndEnd(t *testing.T) {
 
 		// A second job is refused with 75 while the first holds the lease.
 		_, err = p.s.StartJob(spec("b"))
-		require.ErrorIs(t, err, idle.ErrBusy)
+		require.ErrorIs(t, err, lease.ErrBusy)
 		assert.Equal(t, control.ExitTempFail, ExitCode(err))
 
 		// Job code: a daemon that left the shell's group.
@@ -74,7 +74,7 @@ func TestJobStartAndEnd(t *testing.T) {
 		assert.Contains(t, info.Env, "CI_JOB_TOKEN=tok-a")
 
 		_, err = p.s.EndJob("b", 0)
-		require.ErrorIs(t, err, idle.ErrWrongJob)
+		require.ErrorIs(t, err, lease.ErrWrongJob)
 		_, err = p.s.EndJob("a", 0)
 		require.NoError(t, err)
 		assert.False(t, p.w.alive(daemon), "job end kills every job process")
@@ -84,7 +84,7 @@ func TestJobStartAndEnd(t *testing.T) {
 		_, err = os.Stat(filepath.Join(p.cfg.JobsDir, "a"))
 		assert.ErrorIs(t, err, os.ErrNotExist, "the job directory is gone")
 		_, err = p.s.JobEnv()
-		assert.ErrorIs(t, err, idle.ErrNoJob)
+		assert.ErrorIs(t, err, lease.ErrNoJob)
 		assert.Equal(t, 143, p.stop())
 	})
 }
@@ -151,8 +151,8 @@ func TestLeaseTTLExpiryEndsTheJob(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, "idle", p.state(), "3 s without renewal end the job")
 		assert.False(t, p.w.alive(child))
-		assert.ErrorIs(t, p.s.Renew("a"), idle.ErrNoJob)
-		var st idle.Status
+		assert.ErrorIs(t, p.s.Renew("a"), lease.ErrNoJob)
+		var st lease.Status
 		require.NoError(t, json.Unmarshal(p.s.StatusJSON(), &st))
 		assert.Equal(t, 1, st.JobsRun)
 		assert.Equal(t, 143, p.stop())
@@ -310,7 +310,7 @@ func TestNoOperationWaitsOnAGracePeriodItDoesNotNeed(t *testing.T) {
 		_, err = p.s.JobStatus("")
 		assert.NoError(t, err, "status is served while the job ends")
 		_, err = p.s.JobEnv()
-		assert.ErrorIs(t, err, idle.ErrNoJob, "an ending job's secrets are not handed out")
+		assert.ErrorIs(t, err, lease.ErrNoJob, "an ending job's secrets are not handed out")
 		assert.Empty(t, started, "the next start waits for the end")
 		require.NoError(t, <-ended)
 		assert.Equal(t, 10*time.Second, time.Since(start).Truncate(time.Second))
@@ -480,7 +480,7 @@ func TestPutWriterDiesWithItsJob(t *testing.T) {
 		assert.False(t, p.w.alive(writer), "...but not when it writes for the job")
 		assert.Equal(t, []unix.Signal{unix.SIGKILL}, p.w.signalsTo(writer))
 		_, err = p.s.StartPut("a", writer, tmp)
-		require.ErrorIs(t, err, idle.ErrNoJob)
+		require.ErrorIs(t, err, lease.ErrNoJob)
 		assert.Equal(t, 143, p.stop())
 	})
 }
@@ -504,12 +504,12 @@ func TestExitCode(t *testing.T) {
 		{nil, 0},
 		{errorf(ErrInvalid, "x"), control.ExitDataErr},
 		{errorf(ErrUsage, "x"), control.ExitUsage},
-		{idle.ErrBusy, control.ExitTempFail},
-		{fmt.Errorf("job %q: %w", "a", idle.ErrWrongJob), control.ExitTempFail},
+		{lease.ErrBusy, control.ExitTempFail},
+		{fmt.Errorf("job %q: %w", "a", lease.ErrWrongJob), control.ExitTempFail},
 		{errorf(ErrRefused, "x"), control.ExitTempFail},
 		{errorf(ErrStillRunning, "x"), control.ExitTempFail},
-		{idle.ErrNoJob, control.ExitUnavailable},
-		{idle.ErrDraining, control.ExitUnavailable},
+		{lease.ErrNoJob, control.ExitUnavailable},
+		{lease.ErrDraining, control.ExitUnavailable},
 		{errorf(ErrCancelled, "x"), control.ExitUnavailable},
 		{errorf(ErrNoStage, "x"), control.ExitUnavailable},
 		{errorf(ErrExiting, "x"), control.ExitUnavailable},
@@ -537,9 +537,9 @@ func TestOperationsDuringTheDrainAreRefusedAtOnce(t *testing.T) {
 		start := time.Now()
 		p.sigs <- unix.SIGTERM
 		err = <-staged
-		require.ErrorIs(t, err, idle.ErrDraining)
+		require.ErrorIs(t, err, lease.ErrDraining)
 		_, err = p.s.StartJob(spec("b"))
-		require.ErrorIs(t, err, idle.ErrDraining)
+		require.ErrorIs(t, err, lease.ErrDraining)
 		assert.Zero(t, time.Since(start), "answered without waiting")
 		assert.Equal(t, 143, p.exitCode())
 	})

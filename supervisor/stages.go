@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/lease"
+	"github.com/warmpod/warmpod/procscan"
 	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
 )
@@ -91,7 +92,7 @@ type Stage struct {
 // that already exists with the same digest attaches to it: the answer
 // describes that stage (Replay set) and nothing runs again. A command that
 // cannot be executed is a stage that ended with 127 or 126, as in a shell.
-// Errors: idle.ErrNoJob; idle.ErrWrongJob when jobID names another job;
+// Errors: lease.ErrNoJob; lease.ErrWrongJob when jobID names another job;
 // ErrInvalid for a bad name, an empty argv, a bad digest, or a name
 // already used (with another digest, or none); ErrCancelled; an internal
 // error when the job's log cannot be opened.
@@ -243,7 +244,7 @@ func writeMarker(f *os.File, v map[string]any) {
 
 // WaitStage waits up to timeout for stage name to end and returns its
 // status. Errors: ErrStillRunning (with the status) when it still runs at
-// the timeout; idle.ErrNoJob; ErrNoStage.
+// the timeout; lease.ErrNoJob; ErrNoStage.
 func (s *Supervisor) WaitStage(name string, timeout time.Duration) (Stage, error) {
 	type found struct {
 		j  *job
@@ -253,7 +254,7 @@ func (s *Supervisor) WaitStage(name string, timeout time.Duration) (Stage, error
 		j := s.job
 		switch {
 		case j == nil || j.phase == phaseStarting:
-			reply(found{}, idle.ErrNoJob)
+			reply(found{}, lease.ErrNoJob)
 		case j.stages[name] == nil:
 			reply(found{}, errorf(ErrNoStage, "no stage %q", name))
 		default:
@@ -305,7 +306,7 @@ func isSHA256Hex(v string) bool {
 // It waits (bounded by grace plus 2 s) for the stage to be reaped and
 // returns its status. The grace is capped at PID 1's --grace, so a caller
 // never holds the job's other operations longer than PID 1's own.
-// Errors: idle.ErrNoJob; idle.ErrWrongJob when jobID names another job;
+// Errors: lease.ErrNoJob; lease.ErrWrongJob when jobID names another job;
 // ErrNoStage.
 func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Duration) (Stage, error) {
 	return call(s, true, func(reply func(Stage, error)) {
@@ -350,7 +351,7 @@ func (s *Supervisor) terminateStage(leader, peer int, l *termLedger, grace time.
 	members := map[int]bool{leader: true}
 	keep := map[int]bool{}
 	if procs, err := s.fx.Procs.List(); err == nil {
-		for _, pid := range idle.Descendants(procs, leader) {
+		for _, pid := range procscan.Descendants(procs, leader) {
 			members[pid] = true
 		}
 		for _, p := range procs {
@@ -365,7 +366,7 @@ func (s *Supervisor) terminateStage(leader, peer int, l *termLedger, grace time.
 			keep[pid] = true
 		}
 	}
-	n := s.terminate(func(p idle.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, l, grace)
+	n := s.terminate(func(p procscan.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, l, grace)
 	s.fx.Children.Reap()
 	return n
 }

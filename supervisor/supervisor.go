@@ -4,7 +4,7 @@
 // (package control) together, and decides when the pod drains.
 //
 // One goroutine, Run's loop, owns every piece of mutable state: the
-// idle.Machine, the job and its stages and uploads, the pinned scope, the
+// lease.Machine, the job and its stages and uploads, the pinned scope, the
 // drain reason. Nothing else touches them and no lock guards them. Control
 // handlers send the loop an op and wait for its reply; what takes time (a
 // TERM → grace → KILL sweep, replacing the shell, waiting for a stage,
@@ -27,8 +27,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpod/warmpod/idle"
-	"github.com/warmpod/warmpod/kube"
+	"github.com/warmpod/warmpod/lease"
+	"github.com/warmpod/warmpod/podapi"
+	"github.com/warmpod/warmpod/procscan"
 	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
 )
@@ -126,18 +127,18 @@ type Supervisor struct {
 
 	// Guarded by: the loop (Run's goroutine). No other goroutine reads or
 	// writes these.
-	machine  *idle.Machine
+	machine  *lease.Machine
 	job      *job
-	scope    string      // trust domain pinned by the first job (reuse with max-jobs != 1)
-	termed   *termLedger // the forwarded SIGTERM: whom it reached, who was running then (nil before)
-	working  string      // the effect whose worker runs ("" when none)
-	parked   []op        // exclusive ops waiting for that worker, in arrival order
-	sweeping bool        // a job end or cancel is terminating the job's processes
-	expiring bool        // the end of an expired lease is queued or running
-	reason   idle.Reason // why the pod drains; "" until it does
-	status   int         // the command's exit status (plain-init mode)
-	finished bool        // the shutdown worker has completed
-	swept    int         // processes the shutdown signalled
+	scope    string       // trust domain pinned by the first job (reuse with max-jobs != 1)
+	termed   *termLedger  // the forwarded SIGTERM: whom it reached, who was running then (nil before)
+	working  string       // the effect whose worker runs ("" when none)
+	parked   []op         // exclusive ops waiting for that worker, in arrival order
+	sweeping bool         // a job end or cancel is terminating the job's processes
+	expiring bool         // the end of an expired lease is queued or running
+	reason   lease.Reason // why the pod drains; "" until it does
+	status   int          // the command's exit status (plain-init mode)
+	finished bool         // the shutdown worker has completed
+	swept    int          // processes the shutdown signalled
 }
 
 // op is a request run on the loop. An exclusive op changes the job: it
@@ -152,7 +153,7 @@ type op struct {
 
 // snapshot is what probes and status read without going through the loop.
 type snapshot struct {
-	status idle.Status
+	status lease.Status
 	dl     time.Time
 }
 
@@ -186,7 +187,7 @@ func New(cfg Config, fx Effects, log *slog.Logger) *Supervisor {
 		events:  make(chan func()),
 		notes:   make(chan received, 64),
 		stopped: make(chan struct{}),
-		machine: idle.New(idle.Config{IdleTimeout: cfg.IdleTimeout, MaxJobs: cfg.MaxJobs}, now),
+		machine: lease.New(lease.Config{IdleTimeout: cfg.IdleTimeout, MaxJobs: cfg.MaxJobs}, now),
 	}
 	s.heartbeat.Store(now.UnixNano())
 	s.publish(now)
@@ -196,7 +197,7 @@ func New(cfg Config, fx Effects, log *slog.Logger) *Supervisor {
 // Run starts the shell and serves until the pod drains. sigs carries
 // every signal PID 1 gets (signal.Notify with no list, in cmd/warmpod);
 // onSignal decides which are forwarded. It returns PID 1's exit status
-// (idle.Reason.ExitCode): 0 after an idle drain, 143 after SIGTERM, the
+// (lease.Reason.ExitCode): 0 after an idle drain, 143 after SIGTERM, the
 // command's status in plain-init mode (127/126 when it cannot be
 // executed).
 func (s *Supervisor) Run(ctx context.Context, sigs <-chan os.Signal) int {
@@ -228,7 +229,7 @@ func (s *Supervisor) Run(ctx context.Context, sigs <-chan os.Signal) int {
 	code := s.reason.ExitCode(s.status)
 	s.log.Info("exit", "reason", s.reason, "code", code, "terminated", s.swept)
 	st := s.snap.Load().status
-	s.fx.Pod.Terminated(kube.TerminationMessage{Reason: string(s.reason), ExitCode: code, Job: st.JobID, JobsRun: st.JobsRun, Version: s.cfg.Version})
+	s.fx.Pod.Terminated(podapi.TerminationMessage{Reason: string(s.reason), ExitCode: code, Job: st.JobID, JobsRun: st.JobsRun, Version: s.cfg.Version})
 	if code == 0 && s.reason.Planned() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		s.fx.Pod.DeleteSelf(ctx)
@@ -273,10 +274,10 @@ func (s *Supervisor) loop(ctx context.Context, sigs <-chan os.Signal) {
 		case ex := <-s.fx.Shell.Exited():
 			s.log.Info("command exited", "code", ex.Code())
 			s.status = ex.Code()
-			s.drain(idle.ReasonCommandExited)
+			s.drain(lease.ReasonCommandExited)
 		case <-done:
 			done = nil
-			s.drain(idle.ReasonContextCancelled)
+			s.drain(lease.ReasonContextCancelled)
 		}
 	}
 }
@@ -288,7 +289,7 @@ func (s *Supervisor) dispatch(o op) {
 		// The drain has begun: the shutdown ends the job itself. A client
 		// must not wait for it (it would wait through the grace period,
 		// then be terminated as a process left over).
-		o.refuse(errorf(idle.ErrDraining, "%v: PID 1 is shutting down (%s) and ends the job itself", idle.ErrDraining, s.reason))
+		o.refuse(errorf(lease.ErrDraining, "%v: PID 1 is shutting down (%s) and ends the job itself", lease.ErrDraining, s.reason))
 		return
 	}
 	if o.excl && (s.working != "" || len(s.parked) > 0) {
@@ -517,7 +518,7 @@ func (s *Supervisor) onSignal(r received) {
 		} else {
 			s.fx.Shell.Freeze(nil)
 		}
-		s.drain(idle.ReasonSIGTERM)
+		s.drain(lease.ReasonSIGTERM)
 	case r.forwarded:
 		s.log.Debug("forwarded signal", "signal", sig.String())
 	}
@@ -583,7 +584,7 @@ func (s *Supervisor) evaluate(now time.Time) time.Time {
 // drain starts the pod's drain for reason (the first reason wins): the
 // machine refuses claims from now on, and the shutdown runs as soon as
 // the job operations queued before it have.
-func (s *Supervisor) drain(reason idle.Reason) {
+func (s *Supervisor) drain(reason lease.Reason) {
 	if s.reason != "" {
 		return
 	}
@@ -625,8 +626,8 @@ func (s *Supervisor) shutdown() {
 		if procs, err := s.fx.Procs.List(); err == nil {
 			clients = s.fx.Procs.Clients(procs)
 		}
-		n = s.terminate(func(p idle.Proc) bool { return clients[p.PID] }, l, grace)
-		s.waitGone(func(p idle.Proc) bool { return !clients[p.PID] }, 2*time.Second)
+		n = s.terminate(func(p procscan.Proc) bool { return clients[p.PID] }, l, grace)
+		s.waitGone(func(p procscan.Proc) bool { return !clients[p.PID] }, 2*time.Second)
 		// The same ledger: a client gets its one TERM now; whatever
 		// started since the first TERM gets none, and SIGKILL after 1 s.
 		n += s.terminate(nil, l, time.Second)
@@ -666,7 +667,7 @@ func (s *Supervisor) watchActivity() {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var lastInput time.Time
-	var usage idle.UsageTracker
+	var usage procscan.UsageTracker
 	for {
 		select {
 		case <-tick.C:
@@ -684,7 +685,7 @@ func (s *Supervisor) watchActivity() {
 // clients) that appeared or used CPU or did I/O since. A foreign process
 // that only sleeps (a leaked `kubectl exec` shell, a forgotten `sleep`)
 // counts once, when first seen, so it cannot hold an idle pod up forever.
-func (s *Supervisor) active(lastInput *time.Time, usage *idle.UsageTracker) bool {
+func (s *Supervisor) active(lastInput *time.Time, usage *procscan.UsageTracker) bool {
 	if in := s.fx.Shell.LastInput(); in.After(*lastInput) {
 		*lastInput = in
 		return true
@@ -695,13 +696,13 @@ func (s *Supervisor) active(lastInput *time.Time, usage *idle.UsageTracker) bool
 		return false
 	}
 	clients := s.fx.Procs.Clients(procs)
-	foreign := idle.Foreign(procs, func(p idle.Proc) bool {
+	foreign := procscan.Foreign(procs, func(p procscan.Proc) bool {
 		return p.PID == shell || clients[p.PID]
 	})
-	cur := make(map[int]idle.Usage, len(foreign))
+	cur := make(map[int]procscan.Usage, len(foreign))
 	for _, p := range foreign {
 		io, _ := s.fx.Procs.IO(p.PID)
-		cur[p.PID] = idle.Usage{Start: p.Start, CPU: p.CPU, IO: io}
+		cur[p.PID] = procscan.Usage{Start: p.Start, CPU: p.CPU, IO: io}
 	}
 	return usage.Update(cur)
 }
@@ -741,7 +742,7 @@ func (s *Supervisor) Reaping() error {
 // and not within ReadyMargin of the idle deadline.
 func (s *Supervisor) Ready() error {
 	sn := s.snap.Load()
-	if sn.status.State != idle.Idle.String() {
+	if sn.status.State != lease.Idle.String() {
 		return errors.New(sn.status.State)
 	}
 	if !sn.dl.IsZero() && !time.Now().Before(sn.dl.Add(-s.cfg.ReadyMargin)) {
@@ -763,7 +764,7 @@ func (s *Supervisor) ShellUp() error {
 func (s *Supervisor) StatusJSON() []byte {
 	sn := s.snap.Load()
 	doc := struct {
-		idle.Status
+		lease.Status
 		Version string `json:"version"`
 		Stdio   string `json:"stdio"`
 		Shell   int    `json:"shell_pid,omitempty"`

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/procscan"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,7 +22,7 @@ import (
 // updated with what was sent, for the next round of the same stop. It
 // runs in a worker, never on the loop: it can take the whole grace
 // period.
-func (s *Supervisor) terminate(keep func(idle.Proc) bool, l *termLedger, grace time.Duration) int {
+func (s *Supervisor) terminate(keep func(procscan.Proc) bool, l *termLedger, grace time.Duration) int {
 	procs, err := s.fx.Procs.List()
 	if err != nil {
 		return 0
@@ -31,7 +31,7 @@ func (s *Supervisor) terminate(keep func(idle.Proc) bool, l *termLedger, grace t
 	// forwarded SIGTERM): what runs now gets a TERM, what starts from
 	// here on is clean-up.
 	l.begin(procs)
-	skip := func(p idle.Proc) bool { return p.State == 'Z' || entering(p) || (keep != nil && keep(p)) }
+	skip := func(p procscan.Proc) bool { return p.State == 'Z' || entering(p) || (keep != nil && keep(p)) }
 	n := 0
 	for _, p := range procs {
 		if skip(p) {
@@ -53,7 +53,7 @@ func (s *Supervisor) terminate(keep func(idle.Proc) bool, l *termLedger, grace t
 	// a process that looks like a runtime's exec init (any process can
 	// call itself "runc:[2:INIT]"; a real one has exec'd long before),
 	// nor a process that started after the first SIGTERM.
-	all := func(p idle.Proc) bool { return keep != nil && keep(p) }
+	all := func(p procscan.Proc) bool { return keep != nil && keep(p) }
 	for round := 0; round < 3; round++ {
 		for _, pid := range s.targets(all) {
 			s.signal(pid, unix.SIGKILL)
@@ -79,7 +79,7 @@ func (s *Supervisor) term(pid int) {
 
 // targets lists the live container processes that skip does not spare
 // (zombies are already dead: only their parent's wait ends them).
-func (s *Supervisor) targets(skip func(idle.Proc) bool) []int {
+func (s *Supervisor) targets(skip func(procscan.Proc) bool) []int {
 	procs, err := s.fx.Procs.List()
 	if err != nil {
 		return nil
@@ -97,11 +97,11 @@ func (s *Supervisor) targets(skip func(idle.Proc) bool) []int {
 // waitGone polls every 10 ms, up to d, until no process outside keep
 // (and no runtime exec init still entering) is left; it tells whether
 // none is.
-func (s *Supervisor) waitGone(keep func(idle.Proc) bool, d time.Duration) bool {
-	return s.waitGoneOf(func(p idle.Proc) bool { return entering(p) || (keep != nil && keep(p)) }, d)
+func (s *Supervisor) waitGone(keep func(procscan.Proc) bool, d time.Duration) bool {
+	return s.waitGoneOf(func(p procscan.Proc) bool { return entering(p) || (keep != nil && keep(p)) }, d)
 }
 
-func (s *Supervisor) waitGoneOf(skip func(idle.Proc) bool, d time.Duration) bool {
+func (s *Supervisor) waitGoneOf(skip func(procscan.Proc) bool, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for {
 		if len(s.targets(skip)) == 0 {
@@ -126,6 +126,6 @@ func (s *Supervisor) signal(pid int, sig unix.Signal) {
 // exec session (runc's "runc:[2:INIT]" before it execs the command, e.g. a
 // `kubectl exec ... warmpod status` arriving during a clean-up). Killing it
 // would fail that exec with "read init-p: connection reset by peer".
-func entering(p idle.Proc) bool {
+func entering(p procscan.Proc) bool {
 	return strings.HasPrefix(p.Comm, "runc:[")
 }

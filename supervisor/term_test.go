@@ -8,27 +8,27 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/warmpod/warmpod/idle"
+	"github.com/warmpod/warmpod/procscan"
 	"golang.org/x/sys/unix"
 )
 
 // The rules of termLedger, without a supervisor.
 func TestTermLedger(t *testing.T) {
-	a := idle.Proc{PID: 10, Start: 100, State: 'S'}
-	b := idle.Proc{PID: 11, Start: 101, State: 'T'}
-	z := idle.Proc{PID: 12, Start: 102, State: 'Z'}
-	late := idle.Proc{PID: 13, Start: 200, State: 'S'}
-	reused := idle.Proc{PID: 10, Start: 300, State: 'S'} // a's PID, a later process
+	a := procscan.Proc{PID: 10, Start: 100, State: 'S'}
+	b := procscan.Proc{PID: 11, Start: 101, State: 'T'}
+	z := procscan.Proc{PID: 12, Start: 102, State: 'Z'}
+	late := procscan.Proc{PID: 13, Start: 200, State: 'S'}
+	reused := procscan.Proc{PID: 10, Start: 300, State: 'S'} // a's PID, a later process
 
 	var fresh termLedger
 	assert.True(t, fresh.due(late), "before the first SIGTERM every process is due one")
 
 	l := &termLedger{}
-	l.begin([]idle.Proc{a, b, z})
-	l.begin([]idle.Proc{a, b, z, late}) // the first call is the cut
+	l.begin([]procscan.Proc{a, b, z})
+	l.begin([]procscan.Proc{a, b, z, late}) // the first call is the cut
 	for _, tc := range []struct {
 		name string
-		p    idle.Proc
+		p    procscan.Proc
 		due  bool
 	}{
 		{"running at the cut", a, true},

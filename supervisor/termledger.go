@@ -1,6 +1,6 @@
 package supervisor
 
-import "github.com/warmpod/warmpod/idle"
+import "github.com/warmpod/warmpod/procscan"
 
 // procID names one process for its lifetime: its PID and its start time
 // (clock ticks after boot, /proc/PID/stat field 22). A PID that a later
@@ -10,7 +10,7 @@ type procID struct {
 	start uint64
 }
 
-func idOf(p idle.Proc) procID { return procID{p.PID, p.Start} }
+func idOf(p procscan.Proc) procID { return procID{p.PID, p.Start} }
 
 // termLedger is what one stop (the pod's shutdown, a job end or cancel, a
 // stage cancel) knows of the SIGTERMs it has sent, across its rounds: the
@@ -39,7 +39,7 @@ type termLedger struct {
 // begin records, at the stop's first SIGTERM, which processes are running
 // (procs as listed right after, or just before, that SIGTERM). A later
 // call changes nothing: the first SIGTERM of the stop is the cut.
-func (l *termLedger) begin(procs []idle.Proc) {
+func (l *termLedger) begin(procs []procscan.Proc) {
 	if l.running != nil {
 		return
 	}
@@ -53,13 +53,13 @@ func (l *termLedger) begin(procs []idle.Proc) {
 
 // due tells whether p gets a SIGTERM now: it was running at the first
 // SIGTERM of the stop and has not had one.
-func (l *termLedger) due(p idle.Proc) bool {
+func (l *termLedger) due(p procscan.Proc) bool {
 	id := idOf(p)
 	return !l.sent[id] && (l.running == nil || l.running[id])
 }
 
 // mark records that p had its SIGTERM.
-func (l *termLedger) mark(p idle.Proc) {
+func (l *termLedger) mark(p procscan.Proc) {
 	if l.sent == nil {
 		l.sent = map[procID]bool{}
 	}

@@ -21,8 +21,9 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/joblog"
+	"github.com/warmpod/warmpod/jobspec"
+	"github.com/warmpod/warmpod/putfile"
 	"github.com/warmpod/warmpod/shellproxy"
-	"github.com/warmpod/warmpod/tokens"
 	"golang.org/x/sys/unix"
 )
 
@@ -183,7 +184,7 @@ func jobStart(args []string) int {
 	if !parseClient(fs, args) {
 		return control.ExitUsage
 	}
-	line, err := readSpecLine(os.Stdin, tokens.MaxSpecBytes, specReadTimeout)
+	line, err := readSpecLine(os.Stdin, jobspec.MaxSpecBytes, specReadTimeout)
 	if err != nil {
 		return result(&control.Response{Code: control.ExitDataErr, Error: "job spec: " + err.Error()})
 	}
@@ -247,7 +248,7 @@ func jobEnv(args []string) int {
 		fmt.Fprintln(os.Stderr, "warmpod:", resp.Error)
 		return resp.Code
 	}
-	if err := tokens.RenderExports(os.Stdout, resp.Env); err != nil {
+	if err := jobspec.RenderExports(os.Stdout, resp.Env); err != nil {
 		return 1
 	}
 	return 0
@@ -381,12 +382,12 @@ func jobPut(args []string) int {
 		}
 		return uid, gid, nil
 	}
-	if err := joblog.Put(dest, os.Stdin, *size, *sum, joblog.PutOptions{Mode: os.FileMode(m), Claim: claim}); err != nil {
+	if err := putfile.Put(dest, os.Stdin, *size, *sum, putfile.Options{Mode: os.FileMode(m), Claim: claim}); err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod: job put:", err)
 		switch {
 		case refused != 0:
 			return refused
-		case errors.Is(err, joblog.ErrBadInput) || errors.Is(err, joblog.ErrUnsafePath):
+		case errors.Is(err, putfile.ErrBadInput) || errors.Is(err, putfile.ErrUnsafePath):
 			return control.ExitDataErr
 		}
 		return control.ExitSoftware

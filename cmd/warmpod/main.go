@@ -30,10 +30,10 @@ import (
 	// the package for why and why it is set from an initialiser.
 	_ "github.com/warmpod/warmpod/internal/oneproc"
 	"github.com/warmpod/warmpod/internal/sigwait"
+	"github.com/warmpod/warmpod/jobspec"
 	"github.com/warmpod/warmpod/probe"
 	"github.com/warmpod/warmpod/shellproxy"
 	"github.com/warmpod/warmpod/supervisor"
-	"github.com/warmpod/warmpod/tokens"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,11 +81,11 @@ type pathList []string
 func (l *pathList) String() string { return strings.Join(*l, ":") }
 
 // Set appends each ':'-separated pattern of v, refusing any that
-// tokens.CheckCleanupPath refuses.
+// jobspec.CheckCleanupPath refuses.
 func (l *pathList) Set(v string) error {
 	ps := strings.Split(v, ":")
 	for _, p := range ps {
-		if reason := tokens.CheckCleanupPath(p); reason != "" {
+		if reason := jobspec.CheckCleanupPath(p); reason != "" {
 			return fmt.Errorf("%q: %s", p, reason)
 		}
 	}

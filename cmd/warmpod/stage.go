@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/joblog"
+	"github.com/warmpod/warmpod/putfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -114,7 +114,7 @@ func jobStage(args []string) int {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod: job stage:", err)
-		if errors.Is(err, joblog.ErrBadInput) || errors.Is(err, joblog.ErrUnsafePath) {
+		if errors.Is(err, putfile.ErrBadInput) || errors.Is(err, putfile.ErrUnsafePath) {
 			return control.ExitDataErr
 		}
 		return control.ExitSoftware
@@ -165,7 +165,7 @@ func jobStage(args []string) int {
 // variables, token included) never appears in argv.
 func putScript(st *control.Response, name string, r io.Reader, size int64, digest string) (string, error) {
 	if !validStageName(name) {
-		return "", fmt.Errorf("%w: stage name %q: want [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 bytes", joblog.ErrBadInput, name)
+		return "", fmt.Errorf("%w: stage name %q: want [A-Za-z0-9][A-Za-z0-9._-]*, at most 128 bytes", putfile.ErrBadInput, name)
 	}
 	uid, gid := -1, -1
 	if st.User != "" {
@@ -185,7 +185,7 @@ func putScript(st *control.Response, name string, r io.Reader, size int64, diges
 		}
 	}
 	path := filepath.Join(dir, name)
-	if err := joblog.Put(path, io.LimitReader(r, size), size, digest, joblog.PutOptions{Mode: 0o500, UID: uid, GID: gid}); err != nil {
+	if err := putfile.Put(path, io.LimitReader(r, size), size, digest, putfile.Options{Mode: 0o500, UID: uid, GID: gid}); err != nil {
 		return "", err
 	}
 	return path, nil

@@ -166,7 +166,7 @@ func bareExecRTT(t *testing.T, kubeconfig, ns, container string, replicas, n int
 		rc.QPS, rc.Burst = 50, 100
 		cs, err := kubernetes.NewForConfig(rc)
 		require.NoError(t, err)
-		k := &pool.Kube{CS: cs, Config: rc, Namespace: ns}
+		k := &pool.Cluster{CS: cs, Config: rc, Namespace: ns}
 		var errb bytes.Buffer
 		code, err := k.Exec(context.Background(), target, []string{"true"}, nil, io.Discard, &errb)
 		require.NoError(t, err)

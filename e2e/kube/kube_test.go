@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/warmpod/warmpod/kube"
+	"github.com/warmpod/warmpod/podapi"
 )
 
 // probeFailures are the kubelet's events for failed, erroring or warning probes.
@@ -26,12 +26,12 @@ func probeFailures(evs []event) []string {
 	return out
 }
 
-func terminationMessage(t testing.TB, ts *terminatedState) kube.TerminationMessage {
+func terminationMessage(t testing.TB, ts *terminatedState) podapi.TerminationMessage {
 	t.Helper()
 	require.NotNil(t, ts)
 	require.NotEmpty(t, ts.Message, "no termination message (PID 1 writes one JSON line to /dev/termination-log)")
-	require.LessOrEqual(t, len(ts.Message), kube.MaxTerminationMessage)
-	var m kube.TerminationMessage
+	require.LessOrEqual(t, len(ts.Message), podapi.MaxTerminationMessage)
+	var m podapi.TerminationMessage
 	require.NoError(t, json.Unmarshal([]byte(ts.Message), &m), "termination message is not JSON: %q", ts.Message)
 	return m
 }

@@ -17,7 +17,7 @@ import (
 	"syscall"
 
 	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/tokens"
+	"github.com/warmpod/warmpod/jobspec"
 )
 
 // workMount is where the runner's _work is in the job container (the
@@ -190,7 +190,7 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	}
 	sort.Strings(paths)
 	for _, p := range paths {
-		fmt.Fprintf(w, "mkdir -p %s && printf '%%s' %s > %s || exit 1\n", tokens.Quote(filepath.Dir(p)), tokens.Quote(string(files[p])), tokens.Quote(p))
+		fmt.Fprintf(w, "mkdir -p %s && printf '%%s' %s > %s || exit 1\n", jobspec.Quote(filepath.Dir(p)), jobspec.Quote(string(files[p])), jobspec.Quote(p))
 	}
 	// The step runs in a subshell when the file commands come back after
 	// it: its environment (PATH, IFS) must not steer the commands that
@@ -207,33 +207,33 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	for _, k := range keys {
 		switch {
 		case posixName.MatchString(k):
-			fmt.Fprintf(w, "export %s=%s\n", k, tokens.Quote(env[k]))
+			fmt.Fprintf(w, "export %s=%s\n", k, jobspec.Quote(env[k]))
 		case k != "" && !strings.ContainsAny(k, "=\x00"):
-			odd = append(odd, tokens.Quote(k+"="+env[k]))
+			odd = append(odd, jobspec.Quote(k+"="+env[k]))
 		}
 	}
 	if len(prepend) > 0 {
-		fmt.Fprintf(w, "export PATH=%s:\"$PATH\"\n", tokens.Quote(strings.Join(prepend, ":")))
+		fmt.Fprintf(w, "export PATH=%s:\"$PATH\"\n", jobspec.Quote(strings.Join(prepend, ":")))
 	}
 	if workDir != "" {
-		fmt.Fprintf(w, "cd %s || exit 1\n", tokens.Quote(workDir))
+		fmt.Fprintf(w, "cd %s || exit 1\n", jobspec.Quote(workDir))
 	}
 	w.WriteString("exec")
 	if len(odd) > 0 {
 		w.WriteString(" env " + strings.Join(odd, " "))
 	}
 	for _, a := range argv {
-		w.WriteString(" " + tokens.Quote(a))
+		w.WriteString(" " + jobspec.Quote(a))
 	}
 	w.WriteString("\n")
 	if len(back) == 0 {
 		return
 	}
 	w.WriteString(")\nrc=$?\n")
-	fmt.Fprintf(w, "printf '%%s\\n' %s\n", tokens.Quote(marker))
+	fmt.Fprintf(w, "printf '%%s\\n' %s\n", jobspec.Quote(marker))
 	w.WriteString("for f in")
 	for _, p := range back {
-		w.WriteString(" " + tokens.Quote(p))
+		w.WriteString(" " + jobspec.Quote(p))
 	}
 	w.WriteString("; do if [ -f \"$f\" ]; then wc -c < \"$f\"; cat \"$f\"; else echo -1; fi; done\n")
 	w.WriteString("exit \"$rc\"\n")

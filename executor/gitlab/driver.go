@@ -24,13 +24,13 @@ import (
 
 // Cluster is what the driver needs of Kubernetes: the executor core's,
 // the pools read from the namespace, and an in-place resize
-// (*pool.Kube is the real one).
+// (*pool.Cluster is the real one).
 type Cluster interface {
 	executor.Cluster
-	// Pools reads the pool Deployments of the namespace ([pool.Kube.Pools]).
+	// Pools reads the pool Deployments of the namespace ([pool.Cluster.Pools]).
 	Pools(ctx context.Context) (*pool.Set, error)
 	// Resize changes the pod's build container's cpu and memory in place
-	// and waits until the kubelet has applied it ([pool.Kube.Resize]).
+	// and waits until the kubelet has applied it ([pool.Cluster.Resize]).
 	Resize(ctx context.Context, p pool.Pod, res corev1.ResourceRequirements, timeout time.Duration) error
 }
 

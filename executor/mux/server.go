@@ -48,7 +48,7 @@ const (
 
 // Server is one job's multiplexer. Its fields are set before Serve.
 type Server struct {
-	// Cluster opens the exec stream into the pod (*pool.Kube).
+	// Cluster opens the exec stream into the pod (*pool.Cluster).
 	Cluster executor.Cluster
 	// Pod and Job are the only pod and job the multiplexer serves: a
 	// call that names another is refused.

@@ -33,7 +33,7 @@ const AnnotationDefault = "warmpod.dev/default-pool"
 // named in Set.Warnings, so one bad Deployment does not stop every job.
 // Errors: the API server's (RBAC: list on deployments and replicasets in
 // the apps group), and [ErrManifest] when no usable pool is left.
-func (k *Kube) Pools(ctx context.Context) (*Set, error) {
+func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 	deps, err := k.CS.AppsV1().Deployments(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: PoolSelector})
 	if err != nil {
 		return nil, fmt.Errorf("list pool Deployments (%s): %w", PoolSelector, err)

@@ -60,7 +60,7 @@ func TestPoolsFromTheCluster(t *testing.T) {
 	broken.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{LabelPool: "broken"}}
 	other := liveDeployment("not-a-pool", LabelTemplateHash, "1")
 	other.Labels = nil
-	k := &Kube{Namespace: "ci", CS: fake.NewClientset(cur, rolling, byHand, broken, other,
+	k := &Cluster{Namespace: "ci", CS: fake.NewClientset(cur, rolling, byHand, broken, other,
 		replicaSet(cur, "1", "old111"), replicaSet(cur, "2", "new222"), replicaSet(rolling, "2", "alp222"), replicaSet(byHand, "1", "gol111"))}
 
 	set, err := k.Pools(context.Background())
@@ -96,7 +96,7 @@ func TestPoolsFromTheCluster(t *testing.T) {
 }
 
 func TestPoolsFromAnEmptyNamespace(t *testing.T) {
-	k := &Kube{Namespace: "ci", CS: fake.NewClientset()}
+	k := &Cluster{Namespace: "ci", CS: fake.NewClientset()}
 	_, err := k.Pools(context.Background())
 	assert.ErrorIs(t, err, ErrManifest)
 }
@@ -172,13 +172,13 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		err := (&Kube{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second)
 		assert.ErrorIs(t, err, ErrResizeUnsupported)
 		assert.Contains(t, err.Error(), "Kubernetes < 1.33")
 	})
 
 	t.Run("the pod is gone", func(t *testing.T) {
-		err := (&Kube{CS: fake.NewClientset(), Namespace: "ci"}).Resize(context.Background(), target, want, time.Second)
+		err := (&Cluster{CS: fake.NewClientset(), Namespace: "ci"}).Resize(context.Background(), target, want, time.Second)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "the pod is gone")
 		assert.NotErrorIs(t, err, ErrResizeUnsupported)
@@ -189,7 +189,7 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "w1", nil)
 		})
-		err := (&Kube{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second)
 		assert.ErrorIs(t, err, ErrResizeUnsupported)
 	})
 
@@ -216,7 +216,7 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "build", Resources: res}}
 			return true, p, nil
 		})
-		err := (&Kube{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 5*time.Second)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 5*time.Second)
 		require.NoError(t, err)
 		assert.Equal(t, 3, gets)
 		assert.JSONEq(t, `{"spec":{"containers":[{"name":"build","resources":{"requests":{"cpu":"500m"},"limits":{"memory":"256Mi"}}}]}}`, string(patched), "only the warmpod container's cpu and memory")
@@ -229,7 +229,7 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred, Message: "node is full for now"}}
 			return true, p, nil
 		})
-		err := (&Kube{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 200*time.Millisecond)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 200*time.Millisecond)
 		assert.ErrorIs(t, err, ErrResizeNotApplied)
 		assert.Contains(t, err.Error(), "node is full for now")
 	})

@@ -56,8 +56,8 @@ type Pod struct {
 // the pod would linger as Terminating for it, 30 s by default.
 const SidecarGrace = 5 * time.Second
 
-// Kube is the driver's view of one namespace of a cluster.
-type Kube struct {
+// Cluster is the driver's view of one namespace of a cluster.
+type Cluster struct {
 	// CS is the clientset (client-go; a fake one in tests).
 	CS kubernetes.Interface
 	// Config is the REST config exec needs; nil in tests that do not exec.
@@ -66,7 +66,7 @@ type Kube struct {
 	Namespace string
 }
 
-// ErrNotReady is returned by [Kube.CreateCold] when the pod did not become
+// ErrNotReady is returned by [Cluster.CreateCold] when the pod did not become
 // Ready in time or failed.
 var ErrNotReady = errors.New("pod not ready")
 
@@ -79,7 +79,7 @@ var ErrNotReady = errors.New("pod not ready")
 // claimable it lists again every 100 ms until wait has passed. It returns
 // nil when no pod could be claimed within wait (wait 0: one pass). Errors
 // are the API server's, other than conflicts and pods gone meanwhile.
-func (k *Kube) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration) (*Pod, error) {
+func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration) (*Pod, error) {
 	if p.Pending {
 		return nil, nil
 	}
@@ -122,7 +122,7 @@ func (k *Kube) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Dur
 // claim patches pod's labels to claimed-for-owner, on the condition that
 // the pod is still at the resourceVersion we saw (a JSON merge patch that
 // carries metadata.resourceVersion is refused with 409 when it differs).
-func (k *Kube) claim(ctx context.Context, pod *corev1.Pod, owner Owner) (*corev1.Pod, error) {
+func (k *Cluster) claim(ctx context.Context, pod *corev1.Pod, owner Owner) (*corev1.Pod, error) {
 	l := owner.Labels()
 	l[LabelState] = StateClaimed
 	patch := map[string]any{"metadata": map[string]any{
@@ -150,7 +150,7 @@ func PodReady(pod *corev1.Pod) bool {
 // from the start (no ReplicaSet selects it), and waits up to timeout for
 // it to be Ready. A pod that fails or is not Ready in time is deleted and
 // [ErrNotReady] returned.
-func (k *Kube) CreateCold(ctx context.Context, p Pool, owner Owner, timeout time.Duration) (Pod, error) {
+func (k *Cluster) CreateCold(ctx context.Context, p Pool, owner Owner, timeout time.Duration) (Pod, error) {
 	t := p.Template.DeepCopy()
 	pod := &corev1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
 	pod.GenerateName = p.Name + "-cold-"
@@ -180,7 +180,7 @@ func (k *Kube) CreateCold(ctx context.Context, p Pool, owner Owner, timeout time
 	return out, nil
 }
 
-func (k *Kube) waitReady(ctx context.Context, pod *corev1.Pod, timeout time.Duration) error {
+func (k *Cluster) waitReady(ctx context.Context, pod *corev1.Pod, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	w, err := k.CS.CoreV1().Pods(k.Namespace).Watch(ctx, metav1.ListOptions{
@@ -258,7 +258,7 @@ func deadlineOf(ctx context.Context) time.Time {
 // had (uid precondition: a newer pod with the same name is never touched),
 // with SidecarGrace when it has sidecars, in the background (owned Secrets and ConfigMaps go with it). A pod
 // already gone is no error.
-func (k *Kube) Delete(ctx context.Context, p Pod) error {
+func (k *Cluster) Delete(ctx context.Context, p Pod) error {
 	uid := types.UID(p.UID)
 	bg := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &bg}
@@ -274,7 +274,7 @@ func (k *Kube) Delete(ctx context.Context, p Pod) error {
 }
 
 // PodsOfJob lists the pods labelled for owner (claimed or cold).
-func (k *Kube) PodsOfJob(ctx context.Context, owner Owner) ([]Pod, error) {
+func (k *Cluster) PodsOfJob(ctx context.Context, owner Owner) ([]Pod, error) {
 	list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.Set(owner.Labels()).String()})
 	if err != nil {
@@ -292,7 +292,7 @@ func (k *Kube) PodsOfJob(ctx context.Context, owner Owner) ([]Pod, error) {
 // read): TLS handshake and client set-up are then done. The job's
 // multiplexer calls it while it waits for its pod. Errors: the API
 // server's.
-func (k *Kube) Connect(ctx context.Context) error {
+func (k *Cluster) Connect(ctx context.Context) error {
 	_, err := k.CS.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
 	return err
 }
@@ -302,7 +302,7 @@ func (k *Kube) Connect(ctx context.Context) error {
 // when the API server or a proxy refuses the upgrade. stdin may be nil.
 // It returns the command's exit code, or an error when the stream failed
 // (then the command's fate is unknown).
-func (k *Kube) Exec(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (k *Cluster) Exec(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	req := k.CS.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.Namespace).Name(p.Name).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
 		Container: p.Container, Command: argv,

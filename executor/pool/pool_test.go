@@ -215,7 +215,7 @@ func conflictOnStaleRV(cs *fake.Clientset) {
 func TestClaimWarmEachPodOnce(t *testing.T) {
 	cs := fake.NewClientset(readyPod("a", "1", true), readyPod("b", "1", true), readyPod("c", "1", false))
 	conflictOnStaleRV(cs)
-	k := &Kube{CS: cs, Namespace: "ci"}
+	k := &Cluster{CS: cs, Namespace: "ci"}
 	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
 
 	var mu sync.Mutex

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Errors of [Kube.Resize]. Each means "this pod will not get these
+// Errors of [Cluster.Resize]. Each means "this pod will not get these
 // resources in place": the caller releases the pod and creates a cold one.
 var (
 	// ErrResizeUnsupported: the API server has no pods/resize subresource
@@ -38,7 +38,7 @@ var (
 // sent (nothing else is resizable). Errors: [ErrResizeUnsupported],
 // [ErrResizeInfeasible], [ErrResizeNotApplied], each with the API
 // server's or the kubelet's message, or the API server's own error.
-func (k *Kube) Resize(ctx context.Context, p Pod, res corev1.ResourceRequirements, timeout time.Duration) error {
+func (k *Cluster) Resize(ctx context.Context, p Pod, res corev1.ResourceRequirements, timeout time.Duration) error {
 	want := resizable(res)
 	patch := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": p.Container, "resources": want}}}}
 	b, _ := json.Marshal(patch)

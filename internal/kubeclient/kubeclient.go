@@ -11,11 +11,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// New returns a pool.Kube for namespace (empty: the kubeconfig context's,
+// New returns a pool.Cluster for namespace (empty: the kubeconfig context's,
 // or the service account's) from kubeconfig (empty: $KUBECONFIG,
 // ~/.kube/config, or in-cluster). userAgent names the executor in the API
 // server's logs. Errors: no usable configuration, no namespace.
-func New(kubeconfig, namespace, userAgent string) (*pool.Kube, error) {
+func New(kubeconfig, namespace, userAgent string) (*pool.Cluster, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
@@ -38,5 +38,5 @@ func New(kubeconfig, namespace, userAgent string) (*pool.Kube, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pool.Kube{CS: cs, Config: rc, Namespace: namespace}, nil
+	return &pool.Cluster{CS: cs, Config: rc, Namespace: namespace}, nil
 }

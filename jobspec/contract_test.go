@@ -1,0 +1,41 @@
+package jobspec
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/warmpod/warmpod/control"
+)
+
+// What an executor writes with control.JobSpec is what PID 1 reads: the
+// one definition of the job spec and this parser agree field by field.
+func TestControlJobSpecIsWhatParseSpecReads(t *testing.T) {
+	in := control.JobSpec{ID: "42", Nonce: "n1", Token: "tok", Timeout: "1h10m", LeaseTTL: "1m", ConfigHash: "abc", Scope: "s",
+		Variables:    []control.JobVariable{{Key: "A", Value: "1"}, {Key: "M", Value: "secret", Masked: true}, {Key: "F", Value: "content", File: true}},
+		CleanupPaths: []string{"/scripts-*"}}
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+	s, err := ParseSpec(b)
+	require.NoError(t, err)
+	assert.Equal(t, "42", s.ID)
+	assert.Equal(t, "n1", s.Nonce)
+	assert.Equal(t, "abc", s.ConfigHash)
+	assert.Equal(t, "s", s.Scope)
+	assert.Equal(t, "tok", s.Token.Reveal())
+	assert.Equal(t, 70*time.Minute, s.Timeout)
+	assert.Equal(t, time.Minute, s.LeaseTTL)
+	require.Len(t, s.Variables, 3)
+	assert.Equal(t, "A", s.Variables[0].Key)
+	assert.Equal(t, "1", s.Variables[0].Value.Reveal())
+	assert.True(t, s.Variables[1].Masked)
+	assert.True(t, s.Variables[2].File)
+	assert.Equal(t, []string{"/scripts-*"}, s.CleanupPaths)
+
+	empty, err := json.Marshal(control.JobSpec{ID: "43", Nonce: "n", Timeout: "1h", Variables: []control.JobVariable{}})
+	require.NoError(t, err)
+	_, err = ParseSpec(empty)
+	require.NoError(t, err, "%s", empty)
+}

@@ -1,0 +1,357 @@
+package podapi
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+)
+
+// Result is the outcome of DeleteSelf, a short word fit for logs and the
+// termination message.
+type Result string
+
+// The outcomes of DeleteSelf, from the API server's answer to
+// DELETE /api/v1/namespaces/{ns}/pods/{name} (DeleteOptions API reference).
+const (
+	// Deleted: 200 or 202. The pod object has a deletionTimestamp; the kubelet
+	// will stop the container (SIGTERM to PID 1, SIGKILL after the pod's
+	// terminationGracePeriodSeconds). The SIGTERM may arrive before the
+	// response is read.
+	Deleted Result = "deleted"
+	// AlreadyGone: 404. Nothing left to delete (someone else deleted it).
+	AlreadyGone Result = "already-gone"
+	// NotOurPod: 409. preconditions.uid did not match: the name belongs to a
+	// different pod now. Never retried.
+	NotOurPod Result = "not-our-pod"
+	// Forbidden: 403. The service account lacks the RBAC rule `delete` on
+	// `pods` in the pod's namespace; logged at error level. Not retried; with
+	// restartPolicy Never the pod ends Succeeded when PID 1 exits 0 and stays
+	// until the executor deletes it.
+	Forbidden Result = "forbidden"
+	// Failed: anything else: 401 twice, 429/5xx/network errors on every try,
+	// an untrusted server certificate, an unreadable token or CA, any other
+	// status.
+	Failed Result = "failed"
+)
+
+const (
+	maxTries    = 3                // per DeleteSelf call, all causes together
+	retryBudget = 10 * time.Second // all tries and waits of one call
+	tryTimeout  = 5 * time.Second  // one try: connect, TLS, request and answer
+)
+
+// backoff[i] is the wait before try i+2 (try 1 starts at once).
+var backoff = [...]time.Duration{1 * time.Second, 3 * time.Second}
+
+// DeleteSelf deletes the pod c.Pod through the API server at c.Host, with
+// the pod's UID as a precondition so a new pod of the same name (a
+// StatefulSet's, or a recreated one) is never deleted by mistake:
+//
+//	DELETE {Host}/api/v1/namespaces/{ns}/pods/{name}
+//	Content-Type: application/json, Accept: application/json,
+//	Authorization: Bearer <content of TokenFile, trimmed, read before each try>
+//	{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"<uid>"},"propagationPolicy":"Background"}
+//
+// as one HTTP/1.1 request on its own connection (the exact bytes are in
+// buildRequest's comment; namespace and name are percent-encoded path
+// segments), over TLS verified against CAFile (see Config.Dial), 5 s per try
+// for connect, handshake, request and answer together.
+//
+// gracePeriodSeconds is never sent (the pod's own terminationGracePeriodSeconds
+// applies; 0 would remove the object before the container is dead).
+// Background propagation lets the garbage collector delete the Secrets and
+// ConfigMaps that carry an ownerReference to the pod once it is gone.
+//
+// Answers: 200/202 → Deleted; 404 → AlreadyGone; 409 → NotOurPod (uid
+// precondition failed; stop); 401 → the token file is read again and the
+// request retried once; 403 → Forbidden, with an error-level log line naming
+// the missing RBAC rule (`delete` on `pods` in namespace <ns> for the pod's
+// service account); 429, 5xx and network errors → retried, at most 3 tries in
+// all within about 10 s (waits of 1 s then 3 s; a Retry-After header is
+// honoured when it fits in what is left of the 10 s, otherwise the call gives
+// up at once) → Failed. A malformed answer (not HTTP/1.x, header section
+// over 16 KiB, bad Content-Length) counts as a network error. A certificate
+// that does not verify against CAFile is not retried. Other statuses →
+// Failed. Only the status line and headers decide; of the body, at most
+// 16 KiB is read, for the message.
+//
+// Refused before anything is sent (Failed, no retry): a Host that is not
+// https://HOST[:PORT], a missing pod name, namespace or uid, an unreadable
+// CA file or token file, a token holding a control byte (CR or LF would
+// forge header lines).
+//
+// The error is nil for Deleted and AlreadyGone and describes the cause
+// otherwise (the API server's Status message included, the token never).
+// ctx bounds the whole call (it is also cut to the 10 s budget); when it
+// ends, the try under way stops at once. log may be nil.
+func (c Config) DeleteSelf(ctx context.Context, log *slog.Logger) (Result, error) {
+	return c.deleteSelf(ctx, log, tryTimeout)
+}
+
+// deleteSelf is DeleteSelf with the time per try as a parameter: tests
+// shorten it to see a silent server time out without waiting 5 s.
+func (c Config) deleteSelf(ctx context.Context, log *slog.Logger, perTry time.Duration) (Result, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	p := c.Pod
+	log = log.With("pod", p.Namespace+"/"+p.Name, "uid", p.UID)
+	if p.Name == "" || p.Namespace == "" || p.UID == "" {
+		err := errors.New("self-deletion: pod name, namespace and uid are all required (downward API POD_NAME, POD_NAMESPACE, POD_UID)")
+		log.Error("cannot delete the pod", "error", err)
+		return Failed, err
+	}
+	ep, err := parseHost(c.Host)
+	if err != nil {
+		log.Error("cannot delete the pod", "error", err)
+		return Failed, err
+	}
+	path, err := podPath(p)
+	if err != nil {
+		log.Error("cannot delete the pod", "error", err)
+		return Failed, err
+	}
+	dial := c.Dial
+	if dial == nil {
+		if !ep.ip.IsValid() {
+			// KUBERNETES_SERVICE_HOST is the kubernetes Service's cluster IP
+			// in every cluster; a name would need the resolver, which PID 1
+			// leaves out (internal/sockdial). Not retried: it cannot change.
+			err := fmt.Errorf("self-deletion: API server host %q is a name: PID 1 dials the API server by IP address only (KUBERNETES_SERVICE_HOST)", ep.serverName)
+			log.Error("cannot delete the pod", "error", err)
+			return Failed, err
+		}
+		pool, err := caPool(c.CAFile)
+		if err != nil {
+			log.Error("cannot delete the pod", "error", err)
+			return Failed, err
+		}
+		dial = tlsDial(pool, ep, perTry)
+	}
+	sleep := c.Sleep
+	if sleep == nil {
+		sleep = realSleep
+	}
+	ctx, cancel := context.WithTimeout(ctx, retryBudget)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+
+	body, _ := json.Marshal(deleteOptions{
+		Kind: "DeleteOptions", APIVersion: "v1",
+		Preconditions:     preconditions{UID: p.UID},
+		PropagationPolicy: "Background",
+	})
+
+	var lastErr error
+	authRetried := false
+	for try := 1; ; try++ {
+		token, err := readToken(c.TokenFile)
+		if err != nil {
+			log.Error("cannot delete the pod", "error", err)
+			return Failed, err
+		}
+		req, err := buildRequest(ep.authority, path, token, body)
+		if err != nil {
+			err = fmt.Errorf("%w (token file %s)", err, c.TokenFile)
+			log.Error("cannot delete the pod", "error", err)
+			return Failed, err
+		}
+		a, err := roundTrip(ctx, dial, perTry, req)
+		st := status{code: a.code, message: statusMessage(a.body)}
+		if a.bodyErr != nil {
+			st.message += fmt.Sprintf(" (answer body unreadable after %d bytes: %v)", len(a.body), a.bodyErr)
+		}
+		var wait time.Duration
+		switch {
+		case err != nil && isCertError(err):
+			err = fmt.Errorf("self-deletion: API server certificate not trusted by %s: %w", c.CAFile, err)
+			log.Error("cannot delete the pod", "error", err)
+			return Failed, err
+		case err != nil:
+			lastErr = fmt.Errorf("self-deletion: try %d: %w", try, err)
+			if ctx.Err() != nil {
+				// The budget or the caller's ctx ended the try: say so, and
+				// let errors.Is see context.Canceled or DeadlineExceeded.
+				lastErr = fmt.Errorf("%w: %w", lastErr, context.Cause(ctx))
+				log.Error("pod not deleted", "error", lastErr)
+				return Failed, lastErr
+			}
+			wait = backoffFor(try)
+		case st.code == 200 || st.code == 202:
+			log.Info("pod deletion accepted; the kubelet will stop this container", "status", st.code, "tries", try)
+			return Deleted, nil
+		case st.code == 404:
+			log.Info("pod already gone", "tries", try)
+			return AlreadyGone, nil
+		case st.code == 409:
+			err := fmt.Errorf("self-deletion: uid precondition failed, the pod named %s/%s is not this one (409): %s", p.Namespace, p.Name, st.message)
+			log.Warn("not deleting a pod that is not ours", "error", err)
+			return NotOurPod, err
+		case st.code == 403:
+			rule := fmt.Sprintf("`delete` on `pods` (apiGroup core) in namespace %s for %s", p.Namespace, serviceAccountOf(token))
+			err := fmt.Errorf("self-deletion forbidden (403): missing RBAC rule: %s: %s", rule, st.message)
+			log.Error("self-deletion forbidden (403): missing RBAC rule: "+rule+
+				"; grant it with a Role and RoleBinding (deploy/rbac.yaml) or let the executor delete finished pods; exiting without deleting the pod",
+				"api_message", st.message)
+			return Forbidden, err
+		case st.code == 401 && !authRetried:
+			authRetried = true
+			lastErr = fmt.Errorf("self-deletion: try %d: 401 Unauthorized: %s", try, st.message)
+			log.Warn("token rejected; reading the token file again and retrying once", "tries", try)
+		case st.code == 401:
+			err := fmt.Errorf("self-deletion: token rejected twice (401): %s", st.message)
+			log.Error("pod not deleted", "error", err)
+			return Failed, err
+		case st.code == 429 || st.code >= 500:
+			lastErr = fmt.Errorf("self-deletion: try %d: status %d: %s", try, st.code, st.message)
+			wait = max(backoffFor(try), parseRetryAfter(a.retryAfter, time.Now()))
+		default:
+			err := fmt.Errorf("self-deletion: unexpected status %d: %s", st.code, st.message)
+			log.Error("pod not deleted", "error", err)
+			return Failed, err
+		}
+		if try >= maxTries {
+			log.Error("pod not deleted; giving up", "tries", try, "error", lastErr)
+			return Failed, lastErr
+		}
+		if left := time.Until(deadline); wait >= left {
+			err := fmt.Errorf("%w; next try in %s would exceed the %s budget", lastErr, wait, retryBudget)
+			log.Error("pod not deleted; giving up", "tries", try, "error", err)
+			return Failed, err
+		}
+		log.Warn("self-deletion failed; retrying", "tries", try, "wait", wait, "error", lastErr)
+		if wait > 0 {
+			if err := sleep(ctx, wait); err != nil {
+				err = fmt.Errorf("%w; stopped waiting: %w", lastErr, err)
+				log.Error("pod not deleted", "error", err)
+				return Failed, err
+			}
+		}
+	}
+}
+
+type deleteOptions struct {
+	Kind              string        `json:"kind"`
+	APIVersion        string        `json:"apiVersion"`
+	Preconditions     preconditions `json:"preconditions"`
+	PropagationPolicy string        `json:"propagationPolicy"`
+}
+
+type preconditions struct {
+	UID string `json:"uid"`
+}
+
+type status struct {
+	code    int
+	message string // metav1.Status message, or the start of the body
+}
+
+func backoffFor(try int) time.Duration {
+	if try-1 < len(backoff) {
+		return backoff[try-1]
+	}
+	return backoff[len(backoff)-1]
+}
+
+func realSleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// caPool reads the PEM bundle the API server's certificate must chain to
+// (client-go's InClusterConfig: the service account's ca.crt). An
+// unreadable file, or one without a PEM certificate, is an error.
+func caPool(caFile string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("self-deletion: CA file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("self-deletion: CA file %s holds no PEM certificate", caFile)
+	}
+	return pool, nil
+}
+
+func readToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("self-deletion: token file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("self-deletion: token file %s is empty", path)
+	}
+	return t, nil
+}
+
+// statusMessage extracts metav1.Status.message from an API answer, or a
+// printable start of the body.
+func statusMessage(raw []byte) string {
+	var s struct {
+		Message string `json:"message"`
+		Reason  string `json:"reason"`
+	}
+	if json.Unmarshal(raw, &s) == nil && s.Message != "" {
+		return s.Message
+	}
+	m := strings.TrimSpace(string(raw))
+	if len(m) > 200 {
+		m = m[:200] + "..."
+	}
+	return strings.ToValidUTF8(m, "?")
+}
+
+// isCertError says whether err is the server certificate failing
+// verification (unknown authority, wrong host name or IP, expired), which a
+// retry cannot fix; crypto/tls wraps the crypto/x509 error in a
+// *tls.CertificateVerificationError.
+func isCertError(err error) bool {
+	var (
+		verr *tls.CertificateVerificationError
+		uerr x509.UnknownAuthorityError
+		herr x509.HostnameError
+		cerr x509.CertificateInvalidError
+	)
+	return errors.As(err, &verr) || errors.As(err, &uerr) || errors.As(err, &herr) || errors.As(err, &cerr)
+}
+
+// serviceAccountOf names the service account a bound token belongs to, from
+// the unverified "sub" claim of the JWT (system:serviceaccount:NS:NAME); the
+// claim is not secret, the token is never logged.
+func serviceAccountOf(token string) string {
+	const fallback = "the pod's service account"
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return fallback
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return fallback
+	}
+	var claims struct {
+		Sub string `json:"sub"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || !strings.HasPrefix(claims.Sub, "system:serviceaccount:") {
+		return fallback
+	}
+	f := strings.Split(strings.TrimPrefix(claims.Sub, "system:serviceaccount:"), ":")
+	if len(f) != 2 {
+		return fallback
+	}
+	return fmt.Sprintf("service account %s (%s)", f[1], claims.Sub)
+}
