@@ -88,3 +88,43 @@ type StageStatus struct {
 	// request with the same script digest had started.
 	Replay bool `json:"replay,omitempty"`
 }
+
+// JobStatus is the job's status document: the Data of an OpJobStatus
+// answer without Stage. An executor reads Stages to learn which stages
+// exist (a retried `job stage` looks for its own name and digest).
+type JobStatus struct {
+	// Job is the job's ID.
+	Job string `json:"job"`
+	// Cancelled is true once job.cancel was asked for the whole job.
+	Cancelled bool `json:"cancelled"`
+	// Log is the job log's path in the pod.
+	Log string `json:"log"`
+	// Stages are the job's stages in the order they were started; never
+	// null.
+	Stages []StageStatus `json:"stages"`
+}
+
+// MaxStageName is the longest stage name, in bytes.
+const MaxStageName = 128
+
+// ValidStageName reports whether name is a stage name: 1–MaxStageName
+// bytes of [A-Za-z0-9._-], starting with a letter or digit. PID 1 refuses
+// any other name (65) because a stage name becomes a file name in the
+// job's directory and a marker line in the job log; `warmpod job stage`
+// checks it before it writes the script. Written out rather than as a
+// regexp, which would add about 160 KB to PID 1 for one check.
+func ValidStageName(name string) bool {
+	if len(name) == 0 || len(name) > MaxStageName {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
