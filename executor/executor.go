@@ -193,22 +193,9 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 }
 
 func (c *Core) startJob(ctx context.Context, cl Cluster, job Job, pod pool.Pod) (int, string, error) {
-	timeout := job.Timeout
-	if timeout <= 0 {
-		timeout = time.Hour
-	}
-	// warmpod refuses a lease longer than 168 h (65).
-	timeout = min(timeout, maxLease-LeaseMargin)
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
-	spec := control.JobSpec{ID: job.ID, Nonce: hex.EncodeToString(nonce), Token: job.Token,
-		Timeout: (timeout + LeaseMargin).String(), ConfigHash: pod.Hash, Variables: job.Variables}
-	if spec.Variables == nil {
-		spec.Variables = []control.JobVariable{}
-	}
-	if c.LeaseTTL > 0 {
-		spec.LeaseTTL = c.LeaseTTL.String()
-	}
+	spec := c.jobSpec(job, pod, hex.EncodeToString(nonce))
 	b, _ := json.Marshal(spec)
 	b = append(b, '\n')
 	defer clear(b)
@@ -217,6 +204,26 @@ func (c *Core) startJob(ctx context.Context, cl Cluster, job Job, pod pool.Pod) 
 	defer cancel()
 	code, err := cl.Exec(ctx, pod, []string{pod.Bin, "job", "start"}, bytes.NewReader(b), &out, &errb)
 	return code, strings.TrimSpace(errb.String()), err
+}
+
+// jobSpec is the job start's spec for job on pod: the job's timeout (an
+// hour when unset) plus LeaseMargin, at most what warmpod accepts.
+func (c *Core) jobSpec(job Job, pod pool.Pod, nonce string) control.JobSpec {
+	timeout := job.Timeout
+	if timeout <= 0 {
+		timeout = time.Hour
+	}
+	// warmpod refuses a lease longer than 168 h (65).
+	timeout = min(timeout, maxLease-LeaseMargin)
+	spec := control.JobSpec{ID: job.ID, Nonce: nonce, Token: job.Token,
+		Timeout: (timeout + LeaseMargin).String(), ConfigHash: pod.Hash, Variables: job.Variables}
+	if spec.Variables == nil {
+		spec.Variables = []control.JobVariable{}
+	}
+	if c.LeaseTTL > 0 {
+		spec.LeaseTTL = c.LeaseTTL.String()
+	}
+	return spec
 }
 
 // DeletePod deletes p (bounded by 15 s, also when ctx is cancelled: a

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -102,140 +103,201 @@ func (c Config) deleteSelf(ctx context.Context, log *slog.Logger, perTry time.Du
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := c.Pod
-	log = log.With("pod", p.Namespace+"/"+p.Name, "uid", p.UID)
-	if p.Name == "" || p.Namespace == "" || p.UID == "" {
-		err := errors.New("self-deletion: pod name, namespace and uid are all required (downward API POD_NAME, POD_NAMESPACE, POD_UID)")
-		log.Error("cannot delete the pod", "error", err)
-		return Failed, err
-	}
-	ep, err := parseHost(c.Host)
+	log = log.With("pod", c.Pod.Namespace+"/"+c.Pod.Name, "uid", c.Pod.UID)
+	d, err := c.newDeletion(perTry)
 	if err != nil {
-		log.Error("cannot delete the pod", "error", err)
 		return Failed, err
-	}
-	path, err := podPath(p)
-	if err != nil {
-		log.Error("cannot delete the pod", "error", err)
-		return Failed, err
-	}
-	dial := c.Dial
-	if dial == nil {
-		if !ep.ip.IsValid() {
-			// KUBERNETES_SERVICE_HOST is the kubernetes Service's cluster IP
-			// in every cluster; a name would need the resolver, which PID 1
-			// leaves out (internal/sockdial). Not retried: it cannot change.
-			err := fmt.Errorf("self-deletion: API server host %q is a name: PID 1 dials the API server by IP address only (KUBERNETES_SERVICE_HOST)", ep.serverName)
-			log.Error("cannot delete the pod", "error", err)
-			return Failed, err
-		}
-		pool, err := caPool(c.CAFile)
-		if err != nil {
-			log.Error("cannot delete the pod", "error", err)
-			return Failed, err
-		}
-		dial = tlsDial(pool, ep, perTry)
-	}
-	sleep := c.Sleep
-	if sleep == nil {
-		sleep = realSleep
 	}
 	ctx, cancel := context.WithTimeout(ctx, retryBudget)
 	defer cancel()
-	deadline, _ := ctx.Deadline()
+	return d.run(ctx, log)
+}
 
+// deletion is one DeleteSelf call with its inputs checked and resolved
+// before the first try, so that a try only reads the token and talks.
+type deletion struct {
+	c      Config // Dial and Sleep never nil
+	ep     endpoint
+	path   string // the pod's URL path, segments percent-encoded
+	body   []byte // the DeleteOptions JSON, the same on every try
+	perTry time.Duration
+}
+
+// newDeletion checks c and fills in the defaults of Dial and Sleep. Its
+// errors are the refusals before anything is sent: no retry could change
+// them.
+func (c Config) newDeletion(perTry time.Duration) (*deletion, error) {
+	p := c.Pod
+	if p.Name == "" || p.Namespace == "" || p.UID == "" {
+		return nil, errors.New("self-deletion: pod name, namespace and uid are all required (downward API POD_NAME, POD_NAMESPACE, POD_UID)")
+	}
+	ep, err := parseHost(c.Host)
+	if err != nil {
+		return nil, err
+	}
+	path, err := podPath(p)
+	if err != nil {
+		return nil, err
+	}
+	if c.Dial == nil {
+		if c.Dial, err = defaultDial(c.CAFile, ep, perTry); err != nil {
+			return nil, err
+		}
+	}
+	if c.Sleep == nil {
+		c.Sleep = realSleep
+	}
 	body, _ := json.Marshal(deleteOptions{
 		Kind: "DeleteOptions", APIVersion: "v1",
 		Preconditions:     preconditions{UID: p.UID},
 		PropagationPolicy: "Background",
 	})
+	return &deletion{c: c, ep: ep, path: path, body: body, perTry: perTry}, nil
+}
 
-	var lastErr error
+// defaultDial is the production Config.Dial: TLS over TCP to ep's IP
+// address, the server's certificate verified against caFile only.
+func defaultDial(caFile string, ep endpoint, perTry time.Duration) (func(context.Context) (net.Conn, error), error) {
+	if !ep.ip.IsValid() {
+		// KUBERNETES_SERVICE_HOST is the kubernetes Service's cluster IP
+		// in every cluster; a name would need the resolver, which PID 1
+		// leaves out (internal/sockdial). Not retried: it cannot change.
+		return nil, fmt.Errorf("self-deletion: API server host %q is a name: PID 1 dials the API server by IP address only (KUBERNETES_SERVICE_HOST)", ep.serverName)
+	}
+	pool, err := caPool(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return tlsDial(pool, ep, perTry), nil
+}
+
+// verdict is what one try means for the call: either its end (done, with
+// the call's result and error), or another try after wait, err saying why
+// this one failed.
+type verdict struct {
+	done bool
+	res  Result
+	err  error
+	wait time.Duration
+}
+
+// run makes the tries, within ctx (already cut to retryBudget). It logs
+// progress (a retry, the outcome, the 403 remedy) but returns failures
+// without logging them: the caller logs the error once.
+func (d *deletion) run(ctx context.Context, log *slog.Logger) (Result, error) {
 	authRetried := false
 	for try := 1; ; try++ {
-		token, err := readToken(c.TokenFile)
-		if err != nil {
-			log.Error("cannot delete the pod", "error", err)
-			return Failed, err
+		v := d.try(ctx, log, try, &authRetried)
+		if v.done {
+			return v.res, v.err
 		}
-		req, err := buildRequest(ep.authority, path, token, body)
-		if err != nil {
-			err = fmt.Errorf("%w (token file %s)", err, c.TokenFile)
-			log.Error("cannot delete the pod", "error", err)
+		if err := d.pause(ctx, log, try, v.wait, v.err); err != nil {
 			return Failed, err
-		}
-		a, err := roundTrip(ctx, dial, perTry, req)
-		st := status{code: a.code, message: statusMessage(a.body)}
-		if a.bodyErr != nil {
-			st.message += fmt.Sprintf(" (answer body unreadable after %d bytes: %v)", len(a.body), a.bodyErr)
-		}
-		var wait time.Duration
-		switch {
-		case err != nil && isCertError(err):
-			err = fmt.Errorf("self-deletion: API server certificate not trusted by %s: %w", c.CAFile, err)
-			log.Error("cannot delete the pod", "error", err)
-			return Failed, err
-		case err != nil:
-			lastErr = fmt.Errorf("self-deletion: try %d: %w", try, err)
-			if ctx.Err() != nil {
-				// The budget or the caller's ctx ended the try: say so, and
-				// let errors.Is see context.Canceled or DeadlineExceeded.
-				lastErr = fmt.Errorf("%w: %w", lastErr, context.Cause(ctx))
-				log.Error("pod not deleted", "error", lastErr)
-				return Failed, lastErr
-			}
-			wait = backoffFor(try)
-		case st.code == 200 || st.code == 202:
-			log.Info("pod deletion accepted; the kubelet will stop this container", "status", st.code, "tries", try)
-			return Deleted, nil
-		case st.code == 404:
-			log.Info("pod already gone", "tries", try)
-			return AlreadyGone, nil
-		case st.code == 409:
-			err := fmt.Errorf("self-deletion: uid precondition failed, the pod named %s/%s is not this one (409): %s", p.Namespace, p.Name, st.message)
-			log.Warn("not deleting a pod that is not ours", "error", err)
-			return NotOurPod, err
-		case st.code == 403:
-			rule := fmt.Sprintf("`delete` on `pods` (apiGroup core) in namespace %s for %s", p.Namespace, serviceAccountOf(token))
-			err := fmt.Errorf("self-deletion forbidden (403): missing RBAC rule: %s: %s", rule, st.message)
-			log.Error("self-deletion forbidden (403): missing RBAC rule: "+rule+
-				"; grant it with a Role and RoleBinding (deploy/rbac.yaml) or let the executor delete finished pods; exiting without deleting the pod",
-				"api_message", st.message)
-			return Forbidden, err
-		case st.code == 401 && !authRetried:
-			authRetried = true
-			lastErr = fmt.Errorf("self-deletion: try %d: 401 Unauthorized: %s", try, st.message)
-			log.Warn("token rejected; reading the token file again and retrying once", "tries", try)
-		case st.code == 401:
-			err := fmt.Errorf("self-deletion: token rejected twice (401): %s", st.message)
-			log.Error("pod not deleted", "error", err)
-			return Failed, err
-		case st.code == 429 || st.code >= 500:
-			lastErr = fmt.Errorf("self-deletion: try %d: status %d: %s", try, st.code, st.message)
-			wait = max(backoffFor(try), parseRetryAfter(a.retryAfter, time.Now()))
-		default:
-			err := fmt.Errorf("self-deletion: unexpected status %d: %s", st.code, st.message)
-			log.Error("pod not deleted", "error", err)
-			return Failed, err
-		}
-		if try >= maxTries {
-			log.Error("pod not deleted; giving up", "tries", try, "error", lastErr)
-			return Failed, lastErr
-		}
-		if left := time.Until(deadline); wait >= left {
-			err := fmt.Errorf("%w; next try in %s would exceed the %s budget", lastErr, wait, retryBudget)
-			log.Error("pod not deleted; giving up", "tries", try, "error", err)
-			return Failed, err
-		}
-		log.Warn("self-deletion failed; retrying", "tries", try, "wait", wait, "error", lastErr)
-		if wait > 0 {
-			if err := sleep(ctx, wait); err != nil {
-				err = fmt.Errorf("%w; stopped waiting: %w", lastErr, err)
-				log.Error("pod not deleted", "error", err)
-				return Failed, err
-			}
 		}
 	}
+}
+
+// try sends the request once, with the token read again (the kubelet
+// rotates it), and judges the outcome. *authRetried records the one retry a
+// 401 gets.
+func (d *deletion) try(ctx context.Context, log *slog.Logger, try int, authRetried *bool) verdict {
+	token, err := readToken(d.c.TokenFile)
+	if err != nil {
+		return verdict{done: true, res: Failed, err: err}
+	}
+	req, err := buildRequest(d.ep.authority, d.path, token, d.body)
+	if err != nil {
+		return verdict{done: true, res: Failed, err: fmt.Errorf("%w (token file %s)", err, d.c.TokenFile)}
+	}
+	a, err := roundTrip(ctx, d.c.Dial, d.perTry, req)
+	if err != nil {
+		return d.judgeNetError(ctx, try, err)
+	}
+	return d.judgeAnswer(log, try, token, answerStatus(a), a.retryAfter, authRetried)
+}
+
+// judgeNetError judges a try that got no answer: a certificate that does not
+// verify ends the call, as does ctx ending; anything else is retried.
+func (d *deletion) judgeNetError(ctx context.Context, try int, err error) verdict {
+	if isCertError(err) {
+		return verdict{done: true, res: Failed, err: fmt.Errorf("self-deletion: API server certificate not trusted by %s: %w", d.c.CAFile, err)}
+	}
+	err = fmt.Errorf("self-deletion: try %d: %w", try, err)
+	if ctx.Err() != nil {
+		// The budget or the caller's ctx ended the try: say so, and let
+		// errors.Is see context.Canceled or DeadlineExceeded.
+		return verdict{done: true, res: Failed, err: fmt.Errorf("%w: %w", err, context.Cause(ctx))}
+	}
+	return verdict{err: err, wait: backoffFor(try)}
+}
+
+// judgeAnswer maps the API server's status to the call's outcome (see
+// DeleteSelf); retryAfter is the answer's Retry-After value and token the
+// one sent, for naming the service account of a 403.
+func (d *deletion) judgeAnswer(log *slog.Logger, try int, token string, st status, retryAfter string, authRetried *bool) verdict {
+	p := d.c.Pod
+	switch {
+	case st.code == 200 || st.code == 202:
+		log.Info("pod deletion accepted; the kubelet will stop this container", "status", st.code, "tries", try)
+		return verdict{done: true, res: Deleted}
+	case st.code == 404:
+		log.Info("pod already gone", "tries", try)
+		return verdict{done: true, res: AlreadyGone}
+	case st.code == 409:
+		err := fmt.Errorf("self-deletion: uid precondition failed, the pod named %s/%s is not this one (409): %s", p.Namespace, p.Name, st.message)
+		return verdict{done: true, res: NotOurPod, err: err}
+	case st.code == 403:
+		rule := fmt.Sprintf("`delete` on `pods` (apiGroup core) in namespace %s for %s", p.Namespace, serviceAccountOf(token))
+		// The remedy is in this line only: the error names the rule, not
+		// how to grant it.
+		log.Error("self-deletion forbidden (403): missing RBAC rule: "+rule+
+			"; grant it with a Role and RoleBinding (deploy/rbac.yaml) or let the executor delete finished pods; exiting without deleting the pod",
+			"api_message", st.message)
+		err := fmt.Errorf("self-deletion forbidden (403): missing RBAC rule: %s: %s", rule, st.message)
+		return verdict{done: true, res: Forbidden, err: err}
+	case st.code == 401 && !*authRetried:
+		*authRetried = true
+		log.Warn("token rejected; reading the token file again and retrying once", "tries", try)
+		return verdict{err: fmt.Errorf("self-deletion: try %d: 401 Unauthorized: %s", try, st.message)}
+	case st.code == 401:
+		return verdict{done: true, res: Failed, err: fmt.Errorf("self-deletion: token rejected twice (401): %s", st.message)}
+	case st.code == 429 || st.code >= 500:
+		err := fmt.Errorf("self-deletion: try %d: status %d: %s", try, st.code, st.message)
+		return verdict{err: err, wait: max(backoffFor(try), parseRetryAfter(retryAfter, time.Now()))}
+	default:
+		return verdict{done: true, res: Failed, err: fmt.Errorf("self-deletion: unexpected status %d: %s", st.code, st.message)}
+	}
+}
+
+// pause decides whether another try may follow try, which failed with err
+// and asks to wait first: not after maxTries, not past the budget (ctx's
+// deadline). It logs the retry and waits; a non-nil error is the call's
+// (err with the reason to stop), and there is no next try.
+func (d *deletion) pause(ctx context.Context, log *slog.Logger, try int, wait time.Duration, err error) error {
+	if try >= maxTries {
+		return err
+	}
+	deadline, _ := ctx.Deadline()
+	if left := time.Until(deadline); wait >= left {
+		return fmt.Errorf("%w; next try in %s would exceed the %s budget", err, wait, retryBudget)
+	}
+	log.Warn("self-deletion failed; retrying", "tries", try, "wait", wait, "error", err)
+	if wait > 0 {
+		if serr := d.c.Sleep(ctx, wait); serr != nil {
+			return fmt.Errorf("%w; stopped waiting: %w", err, serr)
+		}
+	}
+	return nil
+}
+
+// answerStatus is the status and message of an answer, the message saying
+// when the body could not be read to its end.
+func answerStatus(a answer) status {
+	st := status{code: a.code, message: statusMessage(a.body)}
+	if a.bodyErr != nil {
+		st.message += fmt.Sprintf(" (answer body unreadable after %d bytes: %v)", len(a.body), a.bodyErr)
+	}
+	return st
 }
 
 type deleteOptions struct {
