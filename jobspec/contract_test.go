@@ -2,6 +2,8 @@ package jobspec
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -38,4 +40,36 @@ func TestControlJobSpecIsWhatParseSpecReads(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ParseSpec(empty)
 	require.NoError(t, err, "%s", empty)
+}
+
+// PID 1 reads the contract's golden job specs (package control's
+// testdata/golden, which control.JobSpec and the executor write) into
+// the values they hold.
+func TestParseSpecReadsGoldenSpecs(t *testing.T) {
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join("..", "control", "testdata", "golden", name))
+		require.NoError(t, err)
+		return b
+	}
+	s, err := ParseSpec(read("job-spec.json"))
+	require.NoError(t, err)
+	assert.Equal(t, "1234", s.ID)
+	assert.Equal(t, "5f1c0e7a9b2d4c68", s.Nonce)
+	assert.Equal(t, "glcbt-secret", s.Token.Reveal())
+	assert.Equal(t, 70*time.Minute, s.Timeout)
+	assert.Equal(t, time.Minute, s.LeaseTTL)
+	assert.Equal(t, "7c9e2f", s.ConfigHash)
+	assert.Equal(t, "group/project", s.Scope)
+	require.Len(t, s.Variables, 3)
+	assert.Equal(t, "s3cret", s.Variables[1].Value.Reveal())
+	assert.True(t, s.Variables[1].Masked)
+	assert.True(t, s.Variables[2].File)
+	assert.Equal(t, "apiVersion: v1\n", s.Variables[2].Value.Reveal())
+	assert.Equal(t, []string{"/builds/*", "/cache"}, s.CleanupPaths)
+
+	m, err := ParseSpec(read("job-spec-minimal.json"))
+	require.NoError(t, err)
+	assert.Equal(t, "1235", m.ID)
+	assert.Equal(t, time.Hour, m.Timeout)
+	assert.Empty(t, m.Variables)
 }
