@@ -17,6 +17,9 @@ import (
 type Client struct {
 	// Socket is the path of PID 1's control socket (--control-socket).
 	Socket string
+	// Timeout bounds each exchange on top of ctx (0: ctx alone). Leave it
+	// 0 for a Client that waits (Wait may last as long as its timeout).
+	Timeout time.Duration
 }
 
 // StageRequest is what Client.Stage starts.
@@ -107,6 +110,11 @@ func (c Client) Stall(ctx context.Context, d string) (*Response, error) {
 }
 
 func (c Client) do(ctx context.Context, req *Request) (*Response, error) {
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+		defer cancel()
+	}
 	return Call(ctx, c.Socket, req)
 }
 
@@ -115,7 +123,7 @@ func (c Client) do(ctx context.Context, req *Request) (*Response, error) {
 func (r *Response) StageStatus() (StageStatus, error) {
 	var s StageStatus
 	if err := json.Unmarshal(r.Data, &s); err != nil {
-		return StageStatus{}, fmt.Errorf("bad stage status from PID 1: %w", err)
+		return StageStatus{}, fmt.Errorf("bad stage status: %w", err)
 	}
 	return s, nil
 }
@@ -125,7 +133,7 @@ func (r *Response) StageStatus() (StageStatus, error) {
 func (r *Response) JobStatus() (JobStatus, error) {
 	var s JobStatus
 	if err := json.Unmarshal(r.Data, &s); err != nil {
-		return JobStatus{}, fmt.Errorf("bad job status from PID 1: %w", err)
+		return JobStatus{}, fmt.Errorf("bad job status: %w", err)
 	}
 	return s, nil
 }

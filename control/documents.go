@@ -1,6 +1,12 @@
 package control
 
-import "time"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
 
 // The documents that cross the line between an executor (a CI system's
 // driver or hook, outside the pod), warmpod's in-pod clients and PID 1.
@@ -127,4 +133,27 @@ func ValidStageName(name string) bool {
 		}
 	}
 	return true
+}
+
+// ParseUser parses a job user as "UID" or "UID:GID" (numeric only: PID 1
+// has no user database to look names up in, and a scratch image has no
+// /etc/passwd). An empty v is no job user (nil). It is both PID 1's
+// --job-user and Response.User, which in-pod clients use to give the
+// files they write to the job user.
+func ParseUser(v string) (*syscall.Credential, error) {
+	if v == "" {
+		return nil, nil
+	}
+	us, gs, hasG := strings.Cut(v, ":")
+	uid, err := strconv.ParseUint(us, 10, 32)
+	if err != nil {
+		return nil, fmt.Errorf("%q: want numeric UID[:GID]", v)
+	}
+	gid := uid
+	if hasG {
+		if gid, err = strconv.ParseUint(gs, 10, 32); err != nil {
+			return nil, fmt.Errorf("%q: want numeric UID[:GID]", v)
+		}
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }

@@ -63,7 +63,8 @@ func jobAttach(args []string) int {
 // job's pod (75), a draining one or a PID 1 out of reach (69) is refused:
 // it prints why and returns the exit code.
 func attachJobState(ctx context.Context, sock, job string) (bool, int) {
-	st, code := call(ctx, sock, &control.Request{Op: control.OpJobStatus})
+	pid1 := newClient(sock)
+	st, code := pid1.answer(pid1.JobStatus(ctx, "", ""))
 	if st == nil {
 		return false, code
 	}

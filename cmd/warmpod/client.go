@@ -103,13 +103,19 @@ func parseClientArgs(fs *flag.FlagSet, args []string) ([]string, bool) {
 // to --grace plus the kill and reap).
 const callTimeout = 10 * time.Minute
 
-// call talks to PID 1; an unreachable socket is exit 69.
-func call(ctx context.Context, sock string, req *control.Request) (*control.Response, int) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	resp, err := control.Call(ctx, sock, req)
+// client is a client command's connection to PID 1: the contract's typed
+// client, every exchange bounded by callTimeout.
+type client struct{ control.Client }
+
+func newClient(sock string) client {
+	return client{control.Client{Socket: sock, Timeout: callTimeout}}
+}
+
+// answer passes on PID 1's answer and its exit code; an unreachable
+// socket is exit 69, said on stderr.
+func (c client) answer(resp *control.Response, err error) (*control.Response, int) {
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "warmpod: PID 1 not reachable at %s: %v\n", sock, err)
+		fmt.Fprintf(os.Stderr, "warmpod: PID 1 not reachable at %s: %v\n", c.Socket, err)
 		return nil, control.ExitUnavailable
 	}
 	return resp, resp.Code
@@ -192,7 +198,8 @@ func jobStart(args []string) int {
 	if !json.Valid(line) {
 		return result(&control.Response{Code: control.ExitDataErr, Error: "job spec: not valid JSON"})
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobStart, Spec: line})
+	pid1 := newClient(*sock)
+	resp, code := pid1.answer(pid1.Start(context.Background(), line))
 	if resp == nil {
 		return code
 	}
@@ -228,7 +235,8 @@ func jobEnd(args []string) int {
 	if !parseClient(fs, args) {
 		return control.ExitUsage
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnd, Job: *job})
+	pid1 := newClient(*sock)
+	resp, code := pid1.answer(pid1.End(context.Background(), *job))
 	if resp == nil {
 		return code
 	}
@@ -240,7 +248,8 @@ func jobEnv(args []string) int {
 	if !parseClient(fs, args) {
 		return control.ExitUsage
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnv, Job: *job})
+	pid1 := newClient(*sock)
+	resp, code := pid1.answer(pid1.Env(context.Background(), *job))
 	if resp == nil {
 		return code
 	}
@@ -268,7 +277,8 @@ func jobRun(args []string) int {
 	}
 	if *detach {
 		dir, _ := os.Getwd()
-		resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobStage, Job: *job, Stage: *stageName, Argv: argv, Dir: dir})
+		pid1 := newClient(*sock)
+		resp, code := pid1.answer(pid1.Stage(context.Background(), control.StageRequest{Job: *job, Stage: *stageName, Argv: argv, Dir: dir}))
 		if resp == nil {
 			return code
 		}
@@ -278,7 +288,8 @@ func jobRun(args []string) int {
 		fmt.Println(string(resp.Data))
 		return 0
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobEnv, Job: *job})
+	pid1 := newClient(*sock)
+	resp, code := pid1.answer(pid1.Env(context.Background(), *job))
 	if resp == nil {
 		return code
 	}
@@ -301,7 +312,7 @@ func jobRun(args []string) int {
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	if resp.User != "" {
-		cred, err := parseUser(resp.User)
+		cred, err := control.ParseUser(resp.User)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "warmpod: job user:", err)
 			return control.ExitSoftware
@@ -362,7 +373,8 @@ func jobPut(args []string) int {
 	dest, _ := filepath.Abs(pos[0])
 	refused := 0
 	claim := func(tmp string) (int, int, error) {
-		resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobPut, Job: *job, Path: tmp})
+		pid1 := newClient(*sock)
+		resp, code := pid1.answer(pid1.Put(context.Background(), *job, tmp))
 		if resp == nil {
 			refused = code
 			return 0, 0, errors.New("PID 1 not reachable")
@@ -373,7 +385,7 @@ func jobPut(args []string) int {
 		}
 		uid, gid := -1, -1
 		if resp.User != "" {
-			cred, err := parseUser(resp.User)
+			cred, err := control.ParseUser(resp.User)
 			if err != nil {
 				refused = control.ExitSoftware
 				return 0, 0, fmt.Errorf("job user %q: %w", resp.User, err)
@@ -412,7 +424,8 @@ func jobLogs(args []string) int {
 	}
 	id := *job
 	if *path == "" {
-		resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobStatus, Job: *job})
+		pid1 := newClient(*sock)
+		resp, code := pid1.answer(pid1.JobStatus(context.Background(), *job, ""))
 		if resp == nil {
 			return code
 		}
@@ -443,7 +456,7 @@ func jobLogs(args []string) int {
 		lastRenew = time.Now()
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		_, _ = control.Call(rctx, *sock, &control.Request{Op: control.OpJobRenew, Job: id})
+		_, _ = control.Client{Socket: *sock}.Renew(rctx, id)
 	}
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	err := joblog.Read(ctx, *path, flushWriter{out}, joblog.ReadOptions{Offset: *offset, Follow: *follow, WaitFile: *waitFile, OnPoll: renew})
@@ -493,7 +506,8 @@ func jobStatus(args []string) int {
 	if !parseClient(fs, args) {
 		return control.ExitUsage
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobStatus, Job: *job, Stage: *stage})
+	pid1 := newClient(*sock)
+	resp, code := pid1.answer(pid1.JobStatus(context.Background(), *job, *stage))
 	if resp == nil {
 		return code
 	}
@@ -514,7 +528,8 @@ func jobWait(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: warmpod job wait --stage NAME [--timeout D]")
 		return control.ExitUsage
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobWait, Job: *job, Stage: *stage, Duration: timeout.String()})
+	pid1 := newClient(*sock)
+	resp, code := pid1.answer(pid1.Wait(context.Background(), *job, *stage, *timeout))
 	if resp == nil {
 		return code
 	}
@@ -534,11 +549,8 @@ func jobCancel(args []string) int {
 	if !parseClient(fs, args) {
 		return control.ExitUsage
 	}
-	d := ""
-	if *grace > 0 {
-		d = grace.String()
-	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpJobCancel, Job: *job, Stage: *stage, Duration: d})
+	pid1 := newClient(*sock)
+	resp, code := pid1.answer(pid1.Cancel(context.Background(), *job, *stage, *grace))
 	if resp == nil {
 		return code
 	}
@@ -551,7 +563,8 @@ func debugCmd(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: warmpod debug stall DURATION   (test hook; PID 1 needs WARMPOD_TEST_HOOKS=1)")
 		return control.ExitUsage
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpStall, Duration: fs.Arg(1)})
+	pid1 := newClient(*sock)
+	resp, code := pid1.answer(pid1.Stall(context.Background(), fs.Arg(1)))
 	if resp == nil {
 		return code
 	}
@@ -583,7 +596,7 @@ func probeCmd(args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	resp, err := control.Call(ctx, *sock, &control.Request{Op: control.OpProbe, Probe: fs.Arg(0)})
+	resp, err := control.Client{Socket: *sock}.Probe(ctx, fs.Arg(0))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod: probe:", err)
 		return 1
@@ -600,7 +613,8 @@ func statusCmd(args []string) int {
 	if !parseClient(fs, args) {
 		return control.ExitUsage
 	}
-	resp, code := call(context.Background(), *sock, &control.Request{Op: control.OpStatus})
+	pid1 := newClient(*sock)
+	resp, code := pid1.answer(pid1.Status(context.Background()))
 	if resp == nil {
 		return code
 	}

@@ -20,7 +20,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/warmpod/warmpod/control"
@@ -170,7 +169,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1
 			return c, fmt.Errorf("--probe-addr: %w", err)
 		}
 	}
-	if sc.JobUser, err = parseUser(c.jobUser); err != nil {
+	if sc.JobUser, err = control.ParseUser(c.jobUser); err != nil {
 		return c, fmt.Errorf("--job-user: %w", err)
 	}
 	if sc.MaxJobs < 0 {
@@ -488,24 +487,4 @@ func parseListenAddr(s string) (*net.TCPAddr, error) {
 		a.IP = ip.AsSlice()
 	}
 	return a, nil
-}
-
-// parseUser parses "UID[:GID]" (numeric: the image may have no
-// /etc/passwd); GID defaults to UID. Empty means none.
-func parseUser(v string) (*syscall.Credential, error) {
-	if v == "" {
-		return nil, nil
-	}
-	us, gs, hasG := strings.Cut(v, ":")
-	uid, err := strconv.ParseUint(us, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("%q: want numeric UID[:GID]", v)
-	}
-	gid := uid
-	if hasG {
-		if gid, err = strconv.ParseUint(gs, 10, 32); err != nil {
-			return nil, fmt.Errorf("%q: want numeric UID[:GID]", v)
-		}
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }
