@@ -10,10 +10,11 @@ import (
 	"os/signal"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/putfile"
 	"github.com/warmpod/warmpod/stageclient"
-	"golang.org/x/sys/unix"
 )
 
 // stageShells are tried in this order by --shell auto: bash first, since

@@ -12,9 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/muxproto"
-	"golang.org/x/sys/unix"
 )
 
 // attachWatch is how often `job attach` looks whether its job is still

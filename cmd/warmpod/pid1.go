@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/internal/flagenv"
+
+	"github.com/warmpod/warmpod/internal/sigwait"
+	"github.com/warmpod/warmpod/probe"
+	"github.com/warmpod/warmpod/shellproxy"
+	"github.com/warmpod/warmpod/supervisor"
+)
+
+// pid1Config is PID 1's whole configuration, from flags and their
+// WARMPOD_* environment twins, validated.
+type pid1Config struct {
+	sup                 supervisor.Config
+	stdio               shellproxy.Mode
+	probeAddr, socket   string
+	probeTCP            *net.TCPAddr // probeAddr parsed; nil when the server is off
+	logLevel, logFormat string
+	logFile             string
+	terminationLog      string
+	selfDelete          string
+	idleStdin, jobUser  string
+}
+
+// parseConfig parses PID 1's flags (then the WARMPOD_* environment, which
+// fills what no flag set) into a validated configuration. Errors name the
+// flag; errHelp after -h.
+func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1Config, error) {
+	fs := flag.NewFlagSet("warmpod", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var c pid1Config
+	var cleanupPaths pathList
+	var stdio string
+	sc := &c.sup
+	fs.DurationVar(&sc.IdleTimeout, "idle-timeout", 10*time.Minute, "drain and exit after this long without activity (0 = never)")
+	fs.DurationVar(&sc.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL for the job's processes and at shutdown (keep below terminationGracePeriodSeconds)")
+	fs.DurationVar(&sc.ReadyMargin, "ready-margin", 10*time.Second, "readiness turns false this long before the idle deadline (capped at half the idle timeout)")
+	fs.StringVar(&c.probeAddr, "probe-addr", ":9898", "address of the HTTP probe server (empty = off)")
+	fs.StringVar(&c.socket, "control-socket", defaultSocket, "unix socket for job, probe and status clients")
+	fs.StringVar(&stdio, "stdio", "auto", "stdio mode: auto, pipe, inherit or pty")
+	fs.StringVar(&sc.TokenEnv, "token-env", "CI_JOB_TOKEN", "environment variable that carries the job token")
+	fs.StringVar(&sc.JobsDir, "jobs-dir", "/run/warmpod/jobs", "directory (tmpfs) for per-job file variables")
+	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn, error or off")
+	fs.StringVar(&c.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&c.logFile, "log-file", "", "append logs to this file instead of stderr")
+	fs.BoolVar(&sc.ExitWithCommand, "exit-with-command", false, "plain init: no respawn, exit with the command's status")
+	fs.IntVar(&sc.MaxJobs, "max-jobs", 1, "drain after this many jobs (1: single-use pre-warmed pod; 0 = unlimited, pinned to the first job's scope)")
+	fs.StringVar(&sc.ConfigHash, "config-hash", "", "refuse jobs whose config_hash differs (set from a pod annotation through the downward API)")
+	fs.StringVar(&c.jobUser, "job-user", "", "run shells and stages as UID[:GID] (PID 1 stays root)")
+	fs.StringVar(&c.terminationLog, "termination-log", "/dev/termination-log", "file for the one-line JSON exit reason (the pod's terminationMessagePath; written only if it exists)")
+	fs.StringVar(&c.selfDelete, "self-delete", "auto", "delete the pod after an idle or max-jobs exit: auto (when the downward API env and a token are present), always, never")
+	fs.Var(&cleanupPaths, "cleanup-path", "directory pattern (absolute, globs allowed; repeat, or separate with ':') whose contents are removed whenever a job ends, for every job; a job spec's cleanup_paths adds to it")
+	fs.StringVar(&c.idleStdin, "stdin-when-idle", "forward", "stdin while no job holds the lease: forward (to the idle shell) or ignore (drop, count)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]       PID 1 (default command /bin/sh)\n       warmpod job start|run|logs|status|wait|cancel|put|env|end ...   (warmpod job -h)\n       warmpod probe live|ready | status | version | install DIR\n\nflags (each also as WARMPOD_<NAME>):\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return c, errHelp
+		}
+		return c, errPrinted
+	}
+	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
+		return c, err
+	}
+	var err error
+	if c.stdio, err = shellproxy.ParseMode(stdio); err != nil {
+		return c, err
+	}
+	if c.idleStdin != "forward" && c.idleStdin != "ignore" {
+		return c, fmt.Errorf("--stdin-when-idle %q: want forward or ignore", c.idleStdin)
+	}
+	if c.selfDelete != "auto" && c.selfDelete != "always" && c.selfDelete != "never" {
+		return c, fmt.Errorf("--self-delete %q: want auto, always or never", c.selfDelete)
+	}
+	if c.probeAddr != "" {
+		if c.probeTCP, err = parseListenAddr(c.probeAddr); err != nil {
+			return c, fmt.Errorf("--probe-addr: %w", err)
+		}
+	}
+	if sc.JobUser, err = control.ParseUser(c.jobUser); err != nil {
+		return c, fmt.Errorf("--job-user: %w", err)
+	}
+	if sc.MaxJobs < 0 {
+		return c, errors.New("--max-jobs must not be negative")
+	}
+	if sc.IdleTimeout < 0 || sc.Grace < 0 || sc.ReadyMargin < 0 {
+		return c, errors.New("durations must not be negative")
+	}
+	sc.Command = fs.Args()
+	if len(sc.Command) == 0 {
+		sc.Command = []string{"/bin/sh"}
+	}
+	if sc.ExitWithCommand {
+		// A plain init (a tini replacement) has no jobs and watches no
+		// activity: an idle deadline would kill a quiet command.
+		sc.IdleTimeout = 0
+	}
+	sc.ReadyMargin = min(sc.ReadyMargin, sc.IdleTimeout/2)
+	sc.IgnoreIdleStdin = c.idleStdin == "ignore"
+	sc.CleanupPaths = cleanupPaths
+	sc.RuntimeDir = filepath.Dir(c.socket)
+	sc.TestHooks = getenv("WARMPOD_TEST_HOOKS") == "1"
+	sc.Version = version
+	return c, nil
+}
+
+func pid1(args []string) int {
+	c, err := parseConfig(args, os.Getenv, os.Stderr)
+	switch {
+	case err == errHelp:
+		return 0
+	case err == errPrinted:
+		return control.ExitUsage
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "warmpod:", err)
+		return control.ExitUsage
+	}
+	log, closeLog, err := newLogger(c.logLevel, c.logFormat, c.logFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod:", err)
+		return control.ExitUsage
+	}
+	defer closeLog()
+	// Catch signals first: until os/signal is subscribed, a SIGTERM (a
+	// pod deleted as it starts) would make the Go runtime exit 2 rather
+	// than drain (see serve).
+	sigs := initProcess(log)
+	harden(log)
+	srv, err := control.Listen(c.socket, nil, log.With("component", "control"))
+	switch {
+	case errors.Is(err, control.ErrInUse):
+		// `warmpod` run inside a pod that has one (a mistyped
+		// subcommand): a second PID 1 would take the pod's clients.
+		fmt.Fprintf(os.Stderr, "warmpod: %v: not starting a second one (a client command is: warmpod job|probe|status|debug|install|version)\n", err)
+		return control.ExitUnavailable
+	case err != nil:
+		log.Error("control socket unavailable: job hand-over disabled", "path", c.socket, "error", err)
+		srv = nil
+	}
+	becomeSubreaper(log)
+	// Bind the probe port next: the kubelet may probe as soon as the
+	// container starts, and a refused connection is a failed probe.
+	var probeLn net.Listener // nil (not a nil *TCPListener) when off or failed
+	if c.probeTCP != nil {
+		if ln, err := net.ListenTCP("tcp", c.probeTCP); err != nil {
+			log.Error("probe listener", "addr", c.probeAddr, "error", err)
+		} else {
+			probeLn = ln
+			log.Debug("probe server listening", "addr", ln.Addr().String())
+		}
+	}
+	sup, err := newSupervisor(c, log)
+	if err != nil {
+		log.Error("cannot start", "error", err)
+		if srv != nil {
+			_ = srv.Close()
+		}
+		return control.ExitSoftware
+	}
+	return serve(c, sup, srv, probeLn, sigs, log)
+}
+
+// newSupervisor builds the supervisor with its real effects: the shell
+// proxy and reaper, /proc, pidfds and the pod's API.
+func newSupervisor(c pid1Config, log *slog.Logger) (*supervisor.Supervisor, error) {
+	reaper := shellproxy.NewReaper()
+	proxy, err := shellproxy.New(shellproxy.Config{
+		Command: c.sup.Command,
+		Mode:    c.stdio,
+		Stdin:   os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Respawn:    !c.sup.ExitWithCommand,
+		Credential: c.sup.JobUser,
+		Reaper:     reaper,
+		Log:        log.With("component", "shell"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.sup.BaseEnv = os.Environ()
+	fx := supervisor.Effects{
+		Shell:    proxy,
+		Children: reaper,
+		Procs:    supervisor.NewProcTable("/proc"),
+		Writers:  supervisor.Pidfds{},
+		Pod: supervisor.KubePod{
+			TerminationLog: c.terminationLog, SelfDelete: c.selfDelete,
+			Getenv: os.Getenv, Log: log,
+		},
+	}
+	return supervisor.New(c.sup, fx, log), nil
+}
+
+// serve runs the control socket and the probe server beside the
+// supervisor until it returns PID 1's exit status.
+func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeLn net.Listener, sigs chan os.Signal, log *slog.Logger) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if srv != nil {
+		srv.SetHandler(sup.Handle)
+		go func() { _ = srv.Serve(ctx) }()
+		defer srv.Close()
+	}
+	if probeLn != nil {
+		live := []probe.Check{{Name: "ping", Fn: func() error { return nil }}, {Name: "supervisor", Fn: sup.Live}, {Name: "reaper", Fn: sup.Reaping}}
+		if srv != nil {
+			live = append(live, probe.Check{Name: "control-socket", Fn: srv.Healthy})
+		}
+		ready := []probe.Check{{Name: "state", Fn: sup.Ready}, {Name: "shell", Fn: sup.ShellUp}}
+		h := probe.NewHandler(live, ready, sup.StatusJSON, log.With("component", "probe"))
+		go func() {
+			if err := probe.ServeListener(ctx, probeLn, h, log.With("component", "probe")); err != nil {
+				log.Error("probe server stopped", "addr", c.probeAddr, "error", err)
+			}
+		}()
+	}
+	// sigs is never stopped (no signal.Stop), so os/signal stays
+	// subscribed until the process exits. Stopped, a SIGTERM would make
+	// the Go runtime raise it again with the default action, which the
+	// kernel does not deliver to a PID 1 without a handler
+	// (pid_namespaces(7)), and the runtime then exits 2. The kubelet sends
+	// one as soon as PID 1 has deleted its own pod, so a clean idle exit
+	// read as status 2 (TestSIGTERMAfterServeReturns). Subscribed, a late
+	// signal lands in the channel, unread.
+	//
+	// The main goroutine (locked to the main thread by init) takes the
+	// forwarded signals with rt_sigtimedwait and forwards each before
+	// anything else runs; while it is busy, os/signal's channel is the
+	// fallback and the loop forwards. The loop runs on its own goroutine.
+	waiter, err := sigwait.New(supervisor.ForwardedSignals())
+	if err != nil {
+		log.Warn("signals go through os/signal only", "error", err)
+	}
+	code := make(chan int, 1)
+	go func() {
+		code <- sup.Run(ctx, sigs)
+		if waiter != nil {
+			waiter.Stop(time.Second)
+		}
+	}()
+	if waiter != nil {
+		waiter.Run(sup.Forward)
+	}
+	return <-code
+}
