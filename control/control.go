@@ -21,8 +21,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpod/warmpod/internal/sockdial"
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/internal/sockdial"
 )
 
 // Exit codes of the CLI, from sysexits(3): an executor script can tell "retry

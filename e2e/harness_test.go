@@ -19,7 +19,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"github.com/warmpod/warmpod/internal/runc"
 	"io"
 	"net"
 	"net/http"
@@ -34,6 +33,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/internal/runc"
 )
 
 const (

@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/warmpod/warmpod/internal/runc"
 	"io"
 	"net"
 	"net/http"
@@ -30,6 +29,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/internal/runc"
 )
 
 // stressFull tells whether the full counts run (make stress).

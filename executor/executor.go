@@ -22,9 +22,10 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/pool"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // Cluster is what the executor needs of Kubernetes; *pool.Cluster is the

@@ -3,11 +3,12 @@ package jobspec
 import (
 	"errors"
 	"fmt"
-	"github.com/warmpod/warmpod/internal/durable"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/warmpod/warmpod/internal/durable"
 )
 
 // WriteFiles creates dir with mode 0700 and writes each File variable's

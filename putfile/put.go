@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/warmpod/warmpod/internal/durable"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,6 +21,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/internal/durable"
 )
 
 // ErrBadInput reports that the input given to [Put] does not match what the

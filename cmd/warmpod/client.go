@@ -8,9 +8,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/warmpod/warmpod/internal/flagenv"
-
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/internal/flagenv"
 )
 
 const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] ...

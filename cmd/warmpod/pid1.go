@@ -14,7 +14,6 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/internal/flagenv"
-
 	"github.com/warmpod/warmpod/internal/sigwait"
 	"github.com/warmpod/warmpod/probe"
 	"github.com/warmpod/warmpod/shellproxy"

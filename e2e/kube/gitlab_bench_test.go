@@ -25,9 +25,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"github.com/warmpod/warmpod/executor/pool"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/warmpod/warmpod/executor/pool"
 )
 
 func TestGitLabOverheadBench(t *testing.T) {

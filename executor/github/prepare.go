@@ -10,10 +10,11 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
-	corev1 "k8s.io/api/core/v1"
 )
 
 // posixName is the rule warmpod's job start applies to variable names.

@@ -6,9 +6,10 @@ package kubeclient
 import (
 	"fmt"
 
-	"github.com/warmpod/warmpod/executor/pool"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/warmpod/warmpod/executor/pool"
 )
 
 // New returns a pool.Cluster for namespace (empty: the kubeconfig context's,
