@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -59,6 +60,13 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	flag.Parse()
+	if testing.Short() {
+		// -short is the no-root tier (CONTRIBUTING.md): this one starts
+		// real runc containers for about ten minutes.
+		fmt.Println("e2e: skipping in -short mode (make e2e runs this tier)")
+		return 0
+	}
 	if os.Geteuid() != 0 {
 		fmt.Println("e2e: skipping: must run as root (runc needs it)")
 		return 0
