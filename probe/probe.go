@@ -85,8 +85,9 @@ type answer struct {
 	allow       bool // 405: send Allow: GET, HEAD (RFC 9110 §15.5.6)
 }
 
-// The bodies of 404 and 405 are those net/http's helpers wrote before this
-// server replaced it, so that scripts matching them keep working.
+// The bodies of 404 and 405 are the ones net/http's http.NotFound and
+// http.Error write, so that a check written against any Go HTTP server
+// matches them.
 var (
 	notFound         = answer{status: statusNotFound, contentType: textPlain, body: "404 page not found\n"}
 	methodNotAllowed = answer{status: statusMethodNotAllowed, contentType: textPlain, body: "method not allowed\n", allow: true}
