@@ -92,7 +92,9 @@ var backoff = [...]time.Duration{1 * time.Second, 3 * time.Second}
 // The error is nil for Deleted and AlreadyGone and describes the cause
 // otherwise (the API server's Status message included, the token never).
 // ctx bounds the whole call (it is also cut to the 10 s budget); when it
-// ends, the try under way stops at once. log may be nil.
+// ends, the try under way stops at once. log may be nil; it receives
+// progress only (a retry, the outcome, for a 403 how to grant the rule): the
+// error is returned, not logged, for the caller to log once.
 func (c Config) DeleteSelf(ctx context.Context, log *slog.Logger) (Result, error) {
 	return c.deleteSelf(ctx, log, tryTimeout)
 }

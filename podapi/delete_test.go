@@ -299,6 +299,10 @@ func TestDeleteSelf(t *testing.T) {
 			for _, w := range tc.wantLog {
 				require.Contains(t, logs, w)
 			}
+			if got != Forbidden {
+				// Only the 403 remedy is worth an error line of its own.
+				require.NotContains(t, logs, "level=ERROR", "failures are returned for the caller to log, not logged")
+			}
 			require.NotContains(t, logs, firstToken, "the token is never logged")
 			require.NotContains(t, logs, rotatedToken)
 			if err != nil {
@@ -357,4 +361,24 @@ func TestServiceAccountOf(t *testing.T) {
 	require.Equal(t, "service account warmpod (system:serviceaccount:ci:warmpod)", serviceAccountOf(firstToken))
 	require.Equal(t, "the pod's service account", serviceAccountOf("opaque-token"))
 	require.Equal(t, "the pod's service account", serviceAccountOf(fakeJWT("alice", "x")))
+}
+
+func TestAnswerStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    answer
+		want status
+	}{
+		{"Status message", answer{code: 409, body: []byte(`{"kind":"Status","message":"conflict"}`)}, status{409, "conflict"}},
+		{"body start when not a Status", answer{code: 500, body: []byte("  oops \n")}, status{500, "oops"}},
+		{"empty body", answer{code: 200}, status{200, ""}},
+		{
+			"unreadable body", answer{code: 503, body: []byte("part"), bodyErr: io.ErrUnexpectedEOF},
+			status{503, "part (answer body unreadable after 4 bytes: unexpected EOF)"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, answerStatus(tc.a))
+		})
+	}
 }

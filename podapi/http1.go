@@ -425,9 +425,21 @@ func readHead(br *bufio.Reader, budget *int, first bool) (a answer, kind bodyKin
 			last = &a.retryAfter
 		}
 	}
+	kind, length, err = bodyFraming(minor, code, contentLength, transferEncoding)
+	if err != nil {
+		return a, 0, 0, err
+	}
+	return a, kind, length, nil
+}
+
+// bodyFraming decides how the body of an HTTP/1.minor answer with status
+// code ends (RFC 9112 §6.3), from the values of its Content-Length and
+// Transfer-Encoding fields, each in the order received. length is the
+// Content-Length of a bodyLength body.
+func bodyFraming(minor, code int, contentLength, transferEncoding []string) (kind bodyKind, length int64, err error) {
 	switch {
 	case code < 200 || code == 204 || code == 304:
-		return a, bodyNone, 0, nil // §6.3 rule 1
+		return bodyNone, 0, nil // §6.3 rule 1
 	case len(transferEncoding) > 0:
 		// §6.3 rule 3: Transfer-Encoding overrides Content-Length (this
 		// connection is closed after the answer, so nothing can be smuggled
@@ -435,17 +447,17 @@ func readHead(br *bufio.Reader, budget *int, first bool) (a answer, kind bodyKin
 		// faulty: read to the close. §6.3 rule 4: chunked must be the final
 		// coding, otherwise the body lasts until the close.
 		if minor == 0 || !finalCodingIsChunked(strings.Join(transferEncoding, ",")) {
-			return a, bodyToClose, 0, nil
+			return bodyToClose, 0, nil
 		}
-		return a, bodyChunked, 0, nil
+		return bodyChunked, 0, nil
 	case len(contentLength) > 0:
 		n, err := parseContentLength(contentLength)
 		if err != nil {
-			return a, 0, 0, err // §6.3 rule 5: an unrecoverable error
+			return 0, 0, err // §6.3 rule 5: an unrecoverable error
 		}
-		return a, bodyLength, n, nil
+		return bodyLength, n, nil
 	default:
-		return a, bodyToClose, 0, nil // §6.3 rule 8
+		return bodyToClose, 0, nil // §6.3 rule 8
 	}
 }
 

@@ -836,3 +836,39 @@ func FuzzReadResponse(f *testing.F) {
 		}
 	})
 }
+
+func TestBodyFraming(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		minor      int
+		code       int
+		cl, te     []string
+		wantKind   bodyKind
+		wantLength int64
+		wantErr    string
+	}{
+		{name: "204 ignores Content-Length", minor: 1, code: 204, cl: []string{"5"}, wantKind: bodyNone},
+		{name: "304", minor: 1, code: 304, te: []string{"chunked"}, wantKind: bodyNone},
+		{name: "1xx", minor: 1, code: 100, wantKind: bodyNone},
+		{name: "chunked", minor: 1, code: 200, te: []string{"gzip", "chunked"}, wantKind: bodyChunked},
+		{name: "chunked overrides Content-Length", minor: 1, code: 200, cl: []string{"5"}, te: []string{"chunked"}, wantKind: bodyChunked},
+		{name: "chunked not final", minor: 1, code: 200, te: []string{"chunked, gzip"}, wantKind: bodyToClose},
+		{name: "Transfer-Encoding in HTTP/1.0", minor: 0, code: 200, te: []string{"chunked"}, wantKind: bodyToClose},
+		{name: "Content-Length", minor: 1, code: 403, cl: []string{"12", "12"}, wantKind: bodyLength, wantLength: 12},
+		{name: "conflicting Content-Length", minor: 1, code: 200, cl: []string{"1", "2"}, wantErr: "conflicting Content-Length"},
+		{name: "bad Content-Length", minor: 1, code: 200, cl: []string{"-1"}, wantErr: "bad Content-Length"},
+		{name: "no framing", minor: 1, code: 500, wantKind: bodyToClose},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kind, length, err := bodyFraming(tc.minor, tc.code, tc.cl, tc.te)
+			if tc.wantErr != "" {
+				require.ErrorIs(t, err, errMalformed)
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.wantKind, kind)
+			require.Equal(t, tc.wantLength, length)
+		})
+	}
+}

@@ -58,109 +58,158 @@ func refuse(status int, reason string) *requestError {
 // nothing past the head.
 func readRequest(br *bufio.Reader) (request, error) {
 	var req request
-	used := 0
-	// A server should ignore at least one empty line before the request
-	// line (RFC 9112 §2.2): some clients send CRLF after a body. All
-	// count against maxHead.
-	var line []byte
-	for {
-		var err error
-		line, err = readLine(br, &used, true)
-		if err != nil {
-			return req, err
-		}
-		if len(line) > 0 {
-			break
-		}
+	used := 0 // bytes of the head so far, against maxHead
+	line, err := readRequestLine(br, &used)
+	if err != nil {
+		return req, err
 	}
 	if err := parseRequestLine(&req, line); err != nil {
 		return req, err
 	}
-	host, fields := 0, 0
-	clSeen, te := false, false
-	var cl int64
-	clDigits := 0
+	h, err := readHeaders(br, &used, &req)
+	if err != nil {
+		return req, err
+	}
+	if err := h.check(&req); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// readRequestLine returns the first line of br that is not empty: a server
+// should ignore at least one empty line before the request line
+// (RFC 9112 §2.2), as some clients send CRLF after a body. All count
+// against maxHead.
+func readRequestLine(br *bufio.Reader, used *int) ([]byte, error) {
 	for {
-		line, err := readLine(br, &used, false)
+		line, err := readLine(br, used, true)
+		if err != nil || len(line) > 0 {
+			return line, err
+		}
+	}
+}
+
+// headers is what readHeaders tallies of the header fields for check,
+// which judges them together: the framing rules span several fields.
+type headers struct {
+	host     int   // Host fields seen
+	clSeen   bool  // a Content-Length field was seen
+	cl       int64 // its value
+	clDigits int   // its length in digits
+	te       bool  // a Transfer-Encoding field was seen
+}
+
+// readHeaders reads the header lines up to the empty line ending the
+// head, refusing a malformed one, and sets req.close and req.expect from
+// them as they come.
+func readHeaders(br *bufio.Reader, used *int, req *request) (headers, error) {
+	var h headers
+	for fields := 1; ; fields++ {
+		line, err := readLine(br, used, false)
 		if err != nil {
-			return req, err
+			return h, err
 		}
 		if len(line) == 0 {
+			return h, nil
+		}
+		if fields > maxFields {
+			return h, refuse(statusHeaderTooLarge, "too many header fields")
+		}
+		name, value, err := splitField(line)
+		if err != nil {
+			return h, err
+		}
+		if err := h.add(req, name, value); err != nil {
+			return h, err
+		}
+	}
+}
+
+// splitField splits a header line into its name and value (RFC 9112 §5),
+// the value without its optional whitespace, or refuses the line.
+func splitField(line []byte) (name, value []byte, err error) {
+	if line[0] == ' ' || line[0] == '\t' {
+		// obs-fold: a server must reject it or unfold it
+		// (RFC 9112 §5.2); no prober folds.
+		return nil, nil, refuse(statusBadRequest, "obsolete line folding")
+	}
+	colon := bytes.IndexByte(line, ':')
+	if colon < 0 {
+		return nil, nil, refuse(statusBadRequest, "header line without colon")
+	}
+	name, value = line[:colon], trimOWS(line[colon+1:])
+	// No whitespace between name and colon (RFC 9112 §5.1): a
+	// non-token byte in the name catches it.
+	if !isToken(name) {
+		return nil, nil, refuse(statusBadRequest, "malformed header name")
+	}
+	if !isFieldValue(value) {
+		return nil, nil, refuse(statusBadRequest, "control character in header value")
+	}
+	return name, value, nil
+}
+
+// add takes in one header field: the few the server acts on are tallied
+// in h or set in req; the others are ignored.
+func (h *headers) add(req *request, name, value []byte) error {
+	switch {
+	case bytes.EqualFold(name, []byte("host")):
+		h.host++
+	case bytes.EqualFold(name, []byte("connection")):
+		if hasToken(value, "close") {
+			req.close = true
+		}
+	case bytes.EqualFold(name, []byte("content-length")):
+		n, ok := parseContentLength(value)
+		if !ok {
+			return refuse(statusBadRequest, "malformed Content-Length")
+		}
+		// Repeated fields must agree (RFC 9112 §6.3 item 5);
+		// like net/http, "3" and "003" do not (same value and
+		// length means same digits).
+		if h.clSeen && (n != h.cl || len(value) != h.clDigits) {
+			return refuse(statusBadRequest, "conflicting Content-Length")
+		}
+		h.clSeen, h.cl, h.clDigits = true, n, len(value)
+	case bytes.EqualFold(name, []byte("transfer-encoding")):
+		h.te = true
+	case bytes.EqualFold(name, []byte("expect")):
+		if req.minor == 0 {
+			// An HTTP/1.0 server ignores Expect (RFC 9110 §10.1.1).
 			break
 		}
-		if fields++; fields > maxFields {
-			return req, refuse(statusHeaderTooLarge, "too many header fields")
+		if !bytes.EqualFold(value, []byte("100-continue")) {
+			return refuse(statusExpectationFailed, "unsupported expectation")
 		}
-		if line[0] == ' ' || line[0] == '\t' {
-			// obs-fold: a server must reject it or unfold it
-			// (RFC 9112 §5.2); no prober folds.
-			return req, refuse(statusBadRequest, "obsolete line folding")
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon < 0 {
-			return req, refuse(statusBadRequest, "header line without colon")
-		}
-		name, value := line[:colon], trimOWS(line[colon+1:])
-		// No whitespace between name and colon (RFC 9112 §5.1): a
-		// non-token byte in the name catches it.
-		if !isToken(name) {
-			return req, refuse(statusBadRequest, "malformed header name")
-		}
-		if !isFieldValue(value) {
-			return req, refuse(statusBadRequest, "control character in header value")
-		}
-		switch {
-		case bytes.EqualFold(name, []byte("host")):
-			host++
-		case bytes.EqualFold(name, []byte("connection")):
-			if hasToken(value, "close") {
-				req.close = true
-			}
-		case bytes.EqualFold(name, []byte("content-length")):
-			n, ok := parseContentLength(value)
-			if !ok {
-				return req, refuse(statusBadRequest, "malformed Content-Length")
-			}
-			// Repeated fields must agree (RFC 9112 §6.3 item 5);
-			// like net/http, "3" and "003" do not (same value and
-			// length means same digits).
-			if clSeen && (n != cl || len(value) != clDigits) {
-				return req, refuse(statusBadRequest, "conflicting Content-Length")
-			}
-			clSeen, cl, clDigits = true, n, len(value)
-		case bytes.EqualFold(name, []byte("transfer-encoding")):
-			te = true
-		case bytes.EqualFold(name, []byte("expect")):
-			if req.minor == 0 {
-				// An HTTP/1.0 server ignores Expect (RFC 9110 §10.1.1).
-				break
-			}
-			if !bytes.EqualFold(value, []byte("100-continue")) {
-				return req, refuse(statusExpectationFailed, "unsupported expectation")
-			}
-			req.expect = true
-		}
+		req.expect = true
 	}
+	return nil
+}
+
+// check judges the head as a whole once all its fields are in (Host
+// count, body framing) and sets req.bodyLen, and req.expect and req.close
+// where the body and the version decide them.
+func (h *headers) check(req *request) error {
 	// HTTP/1.1 requires exactly one Host (RFC 9112 §3.2).
-	if req.minor >= 1 && host != 1 {
-		return req, refuse(statusBadRequest, "HTTP/1.1 request needs exactly one Host header")
+	if req.minor >= 1 && h.host != 1 {
+		return refuse(statusBadRequest, "HTTP/1.1 request needs exactly one Host header")
 	}
-	if req.minor == 0 && host > 1 {
-		return req, refuse(statusBadRequest, "more than one Host header")
+	if req.minor == 0 && h.host > 1 {
+		return refuse(statusBadRequest, "more than one Host header")
 	}
 	switch {
-	case te && clSeen:
+	case h.te && h.clSeen:
 		// Both framings: the classic request-smuggling ambiguity
 		// (RFC 9112 §6.3 item 3).
-		return req, refuse(statusBadRequest, "both Transfer-Encoding and Content-Length")
-	case te:
+		return refuse(statusBadRequest, "both Transfer-Encoding and Content-Length")
+	case h.te:
 		// Chunked bodies are never sent by probers; 501 for a transfer
 		// coding the server does not implement (RFC 9112 §6.1).
-		return req, refuse(statusNotImplemented, "Transfer-Encoding not supported")
-	case cl > maxDiscard:
-		return req, refuse(statusContentTooLarge, "request body too large")
+		return refuse(statusNotImplemented, "Transfer-Encoding not supported")
+	case h.cl > maxDiscard:
+		return refuse(statusContentTooLarge, "request body too large")
 	}
-	req.bodyLen = int(cl)
+	req.bodyLen = int(h.cl)
 	if req.bodyLen == 0 {
 		req.expect = false
 	}
@@ -169,7 +218,7 @@ func readRequest(br *bufio.Reader) (request, error) {
 		// correct (RFC 9112 §9.3).
 		req.close = true
 	}
-	return req, nil
+	return nil
 }
 
 // readLine returns the next line from br without its LF or CRLF and adds

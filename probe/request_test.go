@@ -186,3 +186,32 @@ func TestReadRequestAllocs(t *testing.T) {
 	})
 	require.LessOrEqual(t, allocs, 1.0)
 }
+
+func TestSplitField(t *testing.T) {
+	for _, tt := range []struct {
+		line, name, value string
+		status            int // 0: accepted
+	}{
+		{line: "Host: x", name: "Host", value: "x"},
+		{line: "Host:x", name: "Host", value: "x"},
+		{line: "X-A: \t a b \t", name: "X-A", value: "a b"},
+		{line: "X-Empty:", name: "X-Empty", value: ""},
+		{line: "X-Obs: caf\xe9", name: "X-Obs", value: "caf\xe9"},
+		{line: " folded", status: 400},
+		{line: "\tfolded", status: 400},
+		{line: "no colon", status: 400},
+		{line: "Host : x", status: 400},
+		{line: ": x", status: 400},
+		{line: "X-A: a\rb", status: 400},
+		{line: "X-A: a\x7f", status: 400},
+	} {
+		name, value, err := splitField([]byte(tt.line))
+		if tt.status != 0 {
+			require.Equal(t, tt.status, statusOf(err), "%q", tt.line)
+			continue
+		}
+		require.NoError(t, err, "%q", tt.line)
+		require.Equal(t, tt.name, string(name))
+		require.Equal(t, tt.value, string(value))
+	}
+}

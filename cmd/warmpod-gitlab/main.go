@@ -34,25 +34,69 @@ flags (each also as WARMPOD_GITLAB_<NAME>):`
 
 func main() { os.Exit(run(os.Args[1:])) }
 
+// run is the whole command but for the process exit: flags, then the
+// driver's Config, then the command; it returns the exit code.
 func run(args []string) int {
 	env := gitlab.EnvFrom(os.Environ())
 	codes := gitlab.ExitCodesFromEnv(env)
+	o, code, done := parseFlags(args)
+	if done {
+		return code
+	}
+	if o.cmd == "version" {
+		fmt.Println("warmpod-gitlab", version)
+		return 0
+	}
+	if err := o.cfg.Bounds.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
+		return 2
+	}
+	if o.pools != "" {
+		set, err := pool.Load(o.pools)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
+			return codes.SystemFailure
+		}
+		o.cfg.Pools = set
+	}
+	d := &gitlab.Driver{Cfg: o.cfg, Env: env, Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
+	return o.dispatch(d, codes)
+}
+
+// options is the command line once parsed: the driver's Config (Pools
+// still unset) and what only the wiring here uses.
+type options struct {
+	cfg        gitlab.Config
+	pools      string // --pools, the manifest file; "" = read the pools from the cluster
+	kubeconfig string
+	namespace  string
+	useMux     bool
+	cmd        string   // the first argument after the flags
+	rest       []string // the command's arguments
+}
+
+// parseFlags reads args and the flags' WARMPOD_GITLAB_ variables. done
+// says the command line is handled already (--help, a bad flag or
+// variable, no command), with code the exit code.
+func parseFlags(args []string) (o options, code int, done bool) {
 	fs := flag.NewFlagSet("warmpod-gitlab", flag.ContinueOnError)
-	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments (deploy/pool.yaml); default: read the pool Deployments from the namespace")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
-	namespace := fs.String("namespace", "", "namespace of the pools (default: the kubeconfig context's, or the service account's)")
-	warmWait := fs.Duration("warm-wait", time.Second, "how long prepare waits for a Ready idle pod before creating a cold one")
-	readyTimeout := fs.Duration("ready-timeout", 5*time.Minute, "how long prepare waits for a cold pod to be Ready")
-	leaseTTL := fs.Duration("lease-ttl", time.Minute, "the job's lease heartbeat in the pod: a pod whose runner died ends the job within it (0 = none)")
-	buildsDir := fs.String("builds-dir", "/builds", "builds_dir in the pod")
-	cacheDir := fs.String("cache-dir", "/cache", "cache_dir in the pod")
-	stateDir := fs.String("state-dir", filepath.Join(os.TempDir(), "warmpod-gitlab"), "directory for the per-job state files (which pod a job runs on)")
-	timings := fs.String("timings", "", "append one JSON line of timings per call to this file (benchmarks)")
-	retries := fs.Int("stream-retries", 5, "how often run reattaches to a stage after a broken exec stream")
-	useMux := fs.Bool("mux", true, "carry each job's stages over one exec stream, through a per-job multiplexer process started by prepare (false: one exec per call)")
-	resizeTimeout := fs.Duration("resize-timeout", 10*time.Second, "how long prepare waits for an in-place resize of a warm pod before it takes a cold pod instead")
+	fs.StringVar(&o.pools, "pools", "", "pool manifest: a YAML file with the pools' Deployments (deploy/pool.yaml); default: read the pool Deployments from the namespace")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace of the pools (default: the kubeconfig context's, or the service account's)")
+	c := &o.cfg
+	c.Version = version
+	fs.DurationVar(&c.WarmWait, "warm-wait", time.Second, "how long prepare waits for a Ready idle pod before creating a cold one")
+	fs.DurationVar(&c.ReadyTimeout, "ready-timeout", 5*time.Minute, "how long prepare waits for a cold pod to be Ready")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", time.Minute, "the job's lease heartbeat in the pod: a pod whose runner died ends the job within it (0 = none)")
+	fs.StringVar(&c.BuildsDir, "builds-dir", "/builds", "builds_dir in the pod")
+	fs.StringVar(&c.CacheDir, "cache-dir", "/cache", "cache_dir in the pod")
+	fs.StringVar(&c.StateDir, "state-dir", filepath.Join(os.TempDir(), "warmpod-gitlab"), "directory for the per-job state files (which pod a job runs on)")
+	fs.StringVar(&c.Timings, "timings", "", "append one JSON line of timings per call to this file (benchmarks)")
+	fs.IntVar(&c.MaxStreamRetries, "stream-retries", 5, "how often run reattaches to a stage after a broken exec stream")
+	fs.BoolVar(&o.useMux, "mux", true, "carry each job's stages over one exec stream, through a per-job multiplexer process started by prepare (false: one exec per call)")
+	fs.DurationVar(&c.ResizeTimeout, "resize-timeout", 10*time.Second, "how long prepare waits for an in-place resize of a warm pod before it takes a cold pod instead")
 	// The Kubernetes executor's *_overwrite_max_allowed: no bound, no overwrite.
-	var b gitlab.Bounds
+	b := &c.Bounds
 	fs.StringVar(&b.CPURequest, "cpu-request-overwrite-max-allowed", "", "highest KUBERNETES_CPU_REQUEST a job may set (empty: the variable is ignored)")
 	fs.StringVar(&b.CPULimit, "cpu-limit-overwrite-max-allowed", "", "highest KUBERNETES_CPU_LIMIT a job may set (empty: ignored)")
 	fs.StringVar(&b.MemoryRequest, "memory-request-overwrite-max-allowed", "", "highest KUBERNETES_MEMORY_REQUEST a job may set (empty: ignored)")
@@ -62,69 +106,63 @@ func run(args []string) int {
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
-			return 0
+			return o, 0, true
 		}
-		return 2
+		return o, 2, true
 	}
 	if err := flagenv.Apply(fs, "WARMPOD_GITLAB_"); err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
-		return 2
+		return o, 2, true
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return 2
+		return o, 2, true
 	}
-	cmd, rest := fs.Arg(0), fs.Args()[1:]
-	if cmd == "version" {
-		fmt.Println("warmpod-gitlab", version)
-		return 0
-	}
-	cfg := gitlab.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL,
-		BuildsDir: *buildsDir, CacheDir: *cacheDir, StateDir: *stateDir, Version: version,
-		Timings: *timings, MaxStreamRetries: *retries, Bounds: b, ResizeTimeout: *resizeTimeout}
-	if err := b.Validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
-		return 2
-	}
-	if *pools != "" {
-		set, err := pool.Load(*pools)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
-			return codes.SystemFailure
-		}
-		cfg.Pools = set
-	}
-	d := &gitlab.Driver{Cfg: cfg, Env: env, Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
+	o.cmd, o.rest = fs.Arg(0), fs.Args()[1:]
+	return o, 0, false
+}
+
+// dispatch carries out o's command with d; the calls of a job (prepare,
+// run, cleanup) get d's cluster and multiplexer here, the others need
+// neither.
+func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
+	cmd, rest := o.cmd, o.rest
 	switch {
 	case cmd == "config" && len(rest) == 0:
 		return gitlab.ExitCode(d.Config(), codes, os.Stderr)
 	case cmd == "pool-hash" && len(rest) == 0:
-		if cfg.Pools == nil {
+		if d.Cfg.Pools == nil {
 			fmt.Fprintln(os.Stderr, "warmpod-gitlab: pool-hash needs --pools")
 			return 2
 		}
-		for _, p := range cfg.Pools.Pools {
+		for _, p := range d.Cfg.Pools.Pools {
 			fmt.Printf("%s\t%s=%s\n", p.Name, pool.LabelConfig, p.Hash)
 		}
 		return 0
 	case cmd == "mux":
 		// The job's multiplexer, started by prepare (package mux).
 		return mux.Main(rest, func() (executor.Cluster, error) {
-			return kubeclient.New(*kubeconfig, *namespace, "warmpod-gitlab/"+version)
+			return kubeclient.New(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
 		})
 	case cmd == "prepare" && len(rest) == 0, cmd == "cleanup" && len(rest) == 0, cmd == "run" && len(rest) == 2:
 	default:
 		fmt.Fprintln(os.Stderr, usage)
 		return 2
 	}
-	kube, err := kubeclient.New(*kubeconfig, *namespace, "warmpod-gitlab/"+version)
+	kube, err := kubeclient.New(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
 	if err != nil {
 		return gitlab.ExitCode(&gitlab.SystemError{Err: err}, codes, os.Stderr)
 	}
 	d.Cluster = kube
-	if *useMux {
-		d.Mux = muxLauncher(*kubeconfig, kube.Namespace, *stateDir)
+	if o.useMux {
+		d.Mux = muxLauncher(o.kubeconfig, kube.Namespace, d.Cfg.StateDir)
 	}
+	return jobCall(d, cmd, rest, codes)
+}
+
+// jobCall makes one of a job's calls, prepare, run SCRIPT STAGE or
+// cleanup, with the runner's signals wired as each needs them.
+func jobCall(d *gitlab.Driver, cmd string, rest []string, codes gitlab.ExitCodes) int {
 	ctx := context.Background()
 	switch cmd {
 	case "prepare":

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/muxproto"
@@ -397,4 +398,37 @@ func TestAPodWithoutAttachEndsTheMultiplexer(t *testing.T) {
 	assert.Contains(t, log.String(), "exit 2")
 	assert.Contains(t, <-reason, "refused the stream")
 	assert.EqualValues(t, 1, fp.attaches.Load(), "one attempt, not a retry loop")
+}
+
+func TestCheckHello(t *testing.T) {
+	s := &Server{Pod: testPod, Job: "7"}
+	frame := func(payload string) muxproto.Frame {
+		return muxproto.Frame{Type: muxproto.TypeHello, Payload: []byte(payload)}
+	}
+	hello := func(h muxproto.Hello) muxproto.Frame {
+		b, err := json.Marshal(h)
+		require.NoError(t, err)
+		return frame(string(b))
+	}
+	uid := string(testPod.UID)
+	for _, tc := range []struct {
+		name    string
+		f       muxproto.Frame
+		wantErr string // "" = served
+	}{
+		{"ours", hello(muxproto.Hello{Version: muxproto.Version, Job: "7", PodUID: uid}), ""},
+		{"undecodable", frame("{"), "muxproto: bad hello frame"},
+		{"other version", hello(muxproto.Hello{Version: muxproto.Version + 1, Job: "7", PodUID: uid}), fmt.Sprintf("wire version %d, not %d", muxproto.Version+1, muxproto.Version)},
+		{"other job", hello(muxproto.Hello{Version: muxproto.Version, Job: "8", PodUID: uid}), "this multiplexer serves job 7 in pod " + testPod.Name + ", not job 8 in pod uid " + uid},
+		{"other pod", hello(muxproto.Hello{Version: muxproto.Version, Job: "7", PodUID: "other"}), "not job 7 in pod uid other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := s.checkHello(tc.f)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
 }

@@ -28,10 +28,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/muxproto"
-	"golang.org/x/sys/unix"
 )
 
 // Default bounds of a multiplexer's life (Server.Idle, Server.Reattach).
@@ -420,39 +421,10 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	w := muxproto.NewWriter(c)
-	refuse := func(format string, a ...any) {
-		_ = w.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{Error: fmt.Sprintf(format, a...), Refused: true})
-	}
 	_ = c.SetReadDeadline(time.Now().Add(clientHelloTimeout))
 	r := muxproto.NewReader(c)
-	f, err := r.Read()
-	if err != nil {
-		return
-	}
-	switch f.Type {
-	case muxproto.TypeShutdown:
-		s.shutdown("shutdown")
-		_ = w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "shutdown"})
-		return
-	case muxproto.TypeHello:
-	default:
-		refuse("a call begins with hello, not %s", f.Type)
-		return
-	}
-	var h muxproto.Hello
-	if err := muxproto.Decode(f, &h); err != nil {
-		refuse("%v", err)
-		return
-	}
-	if h.Version != muxproto.Version {
-		refuse("wire version %d, not %d", h.Version, muxproto.Version)
-		return
-	}
-	if h.Job != s.Job || h.PodUID != string(s.Pod.UID) {
-		refuse("this multiplexer serves job %s in pod %s, not job %s in pod uid %s", s.Job, s.Pod.Name, h.Job, h.PodUID)
-		return
-	}
-	if f, err = r.Read(); err != nil {
+	f, ok := s.greet(w, r)
+	if !ok {
 		return
 	}
 	if f.Type == muxproto.TypeRequest {
@@ -461,47 +433,134 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	}
 	var o muxproto.Open
 	if f.Type != muxproto.TypeOpen || muxproto.Decode(f, &o) != nil {
-		refuse("expected an open frame, got %s", f.Type)
+		refuseCall(w, "expected an open frame, got %s", f.Type)
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	s.serveCall(ctx, c, w, r, f.Payload)
+}
 
+// refuseCall answers a call the multiplexer does not serve: an Exit marked
+// Refused, so the client goes direct instead.
+func refuseCall(w *muxproto.Writer, format string, a ...any) {
+	_ = w.WriteJSON(muxproto.TypeExit, 0, muxproto.Exit{Error: fmt.Sprintf(format, a...), Refused: true})
+}
+
+// greet reads a client's first frame and, when it is a Hello this
+// multiplexer serves, the frame after it (the call). A Shutdown is served
+// here; it, a refused Hello and a read error give false: the connection
+// has nothing more to say.
+func (s *Server) greet(w *muxproto.Writer, r *muxproto.Reader) (muxproto.Frame, bool) {
+	f, err := r.Read()
+	if err != nil {
+		return f, false
+	}
+	switch f.Type {
+	case muxproto.TypeShutdown:
+		s.shutdown("shutdown")
+		_ = w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "shutdown"})
+		return f, false
+	case muxproto.TypeHello:
+	default:
+		refuseCall(w, "a call begins with hello, not %s", f.Type)
+		return f, false
+	}
+	if err := s.checkHello(f); err != nil {
+		refuseCall(w, "%v", err)
+		return f, false
+	}
+	f, err = r.Read()
+	return f, err == nil
+}
+
+// checkHello says why a client's Hello frame is not for this multiplexer
+// (undecodable, another wire version, another job or pod), or nil.
+func (s *Server) checkHello(f muxproto.Frame) error {
+	var h muxproto.Hello
+	if err := muxproto.Decode(f, &h); err != nil {
+		return err
+	}
+	if h.Version != muxproto.Version {
+		return fmt.Errorf("wire version %d, not %d", h.Version, muxproto.Version)
+	}
+	if h.Job != s.Job || h.PodUID != string(s.Pod.UID) {
+		return fmt.Errorf("this multiplexer serves job %s in pod %s, not job %s in pod uid %s", s.Job, s.Pod.Name, h.Job, h.PodUID)
+	}
+	return nil
+}
+
+// serveCall carries one call, whose Open payload is open, over the pod
+// stream on a channel of its own until its Exit reaches the client or the
+// client goes away; r then carries the call's stdin.
+func (s *Server) serveCall(ctx context.Context, c net.Conn, w *muxproto.Writer, r *muxproto.Reader, open []byte) {
 	defer s.busy()()
 	st, err := s.podStream(ctx)
 	if err != nil {
-		refuse("%v", err)
+		refuseCall(w, "%v", err)
 		return
 	}
 	rt := newRoute(c)
 	defer rt.finish() // its writer goroutine ends with the call
-	s.mu.Lock()
-	select {
-	case <-st.dead:
-		s.mu.Unlock()
-		refuse("the exec stream into pod %s broke", s.Pod.Name)
+	ch, ok := s.addRoute(st, rt)
+	if !ok {
+		refuseCall(w, "the exec stream into pod %s broke", s.Pod.Name)
 		return
-	default:
 	}
-	st.next++
-	ch := st.next
-	st.routes[ch] = rt
-	s.mu.Unlock()
 	// Accept is queued first, so the client knows its stdin is taken
 	// from here on; the call's own frames can only follow the Open.
 	rt.send(muxproto.Frame{Type: muxproto.TypeAccept})
-	if err := st.w.Write(muxproto.TypeOpen, ch, f.Payload); err != nil {
+	if err := st.w.Write(muxproto.TypeOpen, ch, open); err != nil {
 		// The stream died under the Open: a broken stream for the
 		// client, which reattaches through this multiplexer.
-		s.mu.Lock()
-		_, open := st.routes[ch]
-		delete(st.routes, ch)
-		s.mu.Unlock()
-		if open {
+		if s.removeRoute(st, ch) {
 			rt.send(exitFrame(muxproto.Exit{Error: fmt.Sprintf("the exec stream into pod %s broke: %v", s.Pod.Name, err)}))
 		}
 		<-rt.exited
 		return
 	}
+	clientGone := forwardStdin(r, st, ch)
+	select {
+	case <-rt.exited:
+	case <-clientGone:
+		// The executor process went away mid-call (killed, or its CI
+		// system cancelled it): the call in the pod is stopped, as a cut
+		// direct exec would be. A stage goes on under PID 1.
+		if s.removeRoute(st, ch) {
+			_ = st.w.Write(muxproto.TypeClose, ch, nil)
+		}
+	}
+}
+
+// addRoute gives rt the next channel of st; false when st is dead, as no
+// frame of the call would ever come back.
+func (s *Server) addRoute(st *podStream, rt *route) (uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-st.dead:
+		return 0, false
+	default:
+	}
+	st.next++
+	st.routes[st.next] = rt
+	return st.next, true
+}
+
+// removeRoute takes channel ch out of st and says whether it was still
+// there: when readPod already took it out (the Exit came, or the stream
+// died), the call is over and there is nothing to stop.
+func (s *Server) removeRoute(st *podStream, ch uint32) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, open := st.routes[ch]
+	delete(st.routes, ch)
+	return open
+}
+
+// forwardStdin copies the client's Stdin and StdinEOF frames from r to
+// channel ch of st, in a goroutine of its own; the returned channel is
+// closed when the client's side ends (it went away, or closed).
+func forwardStdin(r *muxproto.Reader, st *podStream, ch uint32) <-chan struct{} {
 	clientGone := make(chan struct{})
 	go func() {
 		defer close(clientGone)
@@ -516,20 +575,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 			}
 		}
 	}()
-	select {
-	case <-rt.exited:
-	case <-clientGone:
-		// The executor process went away mid-call (killed, or its CI
-		// system cancelled it): the call in the pod is stopped, as a cut
-		// direct exec would be. A stage goes on under PID 1.
-		s.mu.Lock()
-		_, open := st.routes[ch]
-		delete(st.routes, ch)
-		s.mu.Unlock()
-		if open {
-			_ = st.w.Write(muxproto.TypeClose, ch, nil)
-		}
-	}
+	return clientGone
 }
 
 // checkPeer accepts only a process of the multiplexer's own uid (the
