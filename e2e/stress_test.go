@@ -753,7 +753,7 @@ func probeLoad(t testing.TB, w *Warmpod, secs, rate int) probeResult {
 
 // Job code (as root and as --job-user) tries PID 1's environ, memory and
 // fds, its control socket, and the warmpod binary on disk. The figure
-// lists what held; README "Guarantees and limits" says why and which
+// lists what held; docs/explanations/guarantees-and-threats.md says why and which
 // securityContext closes the rest.
 func TestStressJobCodeAttacksPID1(t *testing.T) {
 	attack := `for f in /proc/1/environ /proc/1/mem /proc/1/maps; do

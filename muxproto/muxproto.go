@@ -3,7 +3,7 @@
 // executor's per-job multiplexer (executor/mux) speaks it to the pod's
 // `warmpod job attach` over one exec stream, and to the executor's own
 // short-lived calls over a unix socket. It is the standard library only,
-// since PID 1's binary imports it (docs/multiplexer.md has the contract).
+// since PID 1's binary imports it (docs/design/multiplexer.md has the contract).
 //
 // A frame is a 9-byte header, then its payload:
 //

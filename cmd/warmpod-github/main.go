@@ -3,7 +3,7 @@
 // The runner launches the shim beside it, warmpod-github.sh (shim.sh,
 // written there by `warmpod-github install DIR`), which execs this binary: it reads the command from stdin and carries it out. The
 // logic is package executor/github, the Kubernetes side executor/pool.
-// See docs/github-actions.md.
+// See docs/guides/github-actions.md.
 package main
 
 import (

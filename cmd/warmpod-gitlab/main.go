@@ -2,8 +2,8 @@
 // warm pods: config, prepare, run SCRIPT STAGE and cleanup, as the runner
 // calls them (config_exec, prepare_exec, run_exec, cleanup_exec with
 // config_args = ["config"] and so on). It runs beside gitlab-runner, never
-// in a pod; the logic is package driver, the Kubernetes side package pool.
-// See README.md, "GitLab Runner".
+// in a pod; the logic is package executor/gitlab, the Kubernetes side
+// package executor/pool. See docs/guides/gitlab-runner.md.
 package main
 
 import (

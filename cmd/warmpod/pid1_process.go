@@ -46,7 +46,7 @@ func becomeSubreaper(log *slog.Logger) {
 // nothing to PID 1: relayed, it would only crowd the 64-slot channel,
 // where a dropped SIGCHLD would leave a zombie to the 1 s reap tick.
 // Signals 32–34 are in the list but Notify cannot take them: the runtime
-// leaves them to the C library (README, "Guarantees and limits").
+// leaves them to the C library (docs/explanations/guarantees-and-threats.md).
 func caught() []os.Signal {
 	var out []os.Signal
 	for s := unix.Signal(1); s <= 64; s++ {

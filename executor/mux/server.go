@@ -11,7 +11,7 @@
 // directory ([Cluster] is the executor side: an executor.Cluster whose
 // Exec goes through the multiplexer when it answers and through a direct
 // exec when it does not). Frames are package muxproto's; the contract is
-// docs/multiplexer.md.
+// docs/design/multiplexer.md.
 package mux
 
 import (
