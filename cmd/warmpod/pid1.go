@@ -113,6 +113,10 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1
 	sc.IgnoreIdleStdin = c.idleStdin == "ignore"
 	sc.CleanupPaths = cleanupPaths
 	sc.RuntimeDir = filepath.Dir(c.socket)
+	// The job logs live beside the socket (/run/warmpod/logs by default):
+	// a PID 1 whose socket is moved, as in the CLI tests, keeps all of its
+	// runtime state in that one directory.
+	sc.LogsDir = filepath.Join(sc.RuntimeDir, "logs")
 	sc.TestHooks = getenv("WARMPOD_TEST_HOOKS") == "1"
 	sc.Version = version
 	return c, nil
