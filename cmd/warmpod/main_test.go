@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -17,13 +18,15 @@ import (
 // started by TestSIGTERMAfterServeReturns.
 const childEnv = "WARMPOD_TEST_PID1_ARGS"
 
-// TestMain doubles as the child's entry point: it runs PID 1's code on the
-// main goroutine, locked to the main thread by init as in the real binary.
+// TestMain doubles as the child's entry point of
+// TestSIGTERMAfterServeReturns (PID 1's code on the main goroutine,
+// locked to the main thread by init as in the real binary) and, through
+// testscript.Main, as the warmpod command of TestScript's scripts.
 func TestMain(m *testing.M) {
 	if args, ok := os.LookupEnv(childEnv); ok {
 		os.Exit(pid1ThenSIGTERM(strings.Split(args, "\n")))
 	}
-	os.Exit(m.Run())
+	testscript.Main(m, map[string]func(){"warmpod": main})
 }
 
 // pid1ThenSIGTERM runs PID 1 until it returns, then sends itself SIGTERM,
