@@ -59,9 +59,11 @@ func (p KubePod) DeleteSelf(ctx context.Context) {
 		}
 		return
 	}
-	res, err := cfg.DeleteSelf(ctx, p.Log.With("component", "kube"))
+	res, err := cfg.DeleteSelf(ctx, p.Log.With("component", "podapi"))
 	if err != nil {
-		p.Log.Warn("self-deletion", "result", string(res), "error", err)
+		// The one log of a failed self-deletion: podapi returns its
+		// errors without logging them.
+		p.Log.Warn("self-deletion", "result", string(res), "pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name, "uid", cfg.Pod.UID, "error", err)
 		return
 	}
 	p.Log.Info("self-deletion", "result", string(res), "pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name)
