@@ -197,7 +197,7 @@ fuzz: ## each fuzz target for FUZZTIME (default 10m): job spec parser, env rende
 	$(GO) test ./probe -run '^$$' -fuzz '^FuzzParseRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./probe -run '^$$' -fuzz '^FuzzServeConn$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./podapi -run '^$$' -fuzz '^FuzzReadResponse$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./supervisor -run '^$$' -fuzz '^FuzzValidStageName$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./control -run '^$$' -fuzz '^FuzzValidStageName$$' -fuzztime $(FUZZTIME)
 
 # ---- benchmarks: bench/ (results in bench/results.md, bench/results.json, bench/micro.txt) ----
 .PHONY: bench

@@ -5,10 +5,11 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warmpod/warmpod/podapi"
 	"github.com/warmpod/warmpod/procscan"
 	"github.com/warmpod/warmpod/shellproxy"
-	"golang.org/x/sys/unix"
 )
 
 // The supervisor acts on the world only through these interfaces. The
@@ -22,26 +23,49 @@ import (
 // Its methods are safe for concurrent use; Replace and Stop may take up to
 // their grace period, so the supervisor calls them only from a worker.
 type Shell interface {
+	// Start runs the first shell with env ("KEY=VALUE").
 	Start(env []string) error
+	// Replace stops the current shell (SIGKILL after grace) and starts a
+	// fresh one with env.
 	Replace(env []string, grace time.Duration) error
+	// Stop stops the current shell and starts no other.
 	Stop(grace time.Duration)
+	// Freeze keeps the current shell from being replaced when it exits,
+	// until the next Replace; a non-nil env is the next shell's.
 	Freeze(env []string)
+	// Retire is Freeze without waiting for a swap in progress (the
+	// signal thread, before it forwards SIGTERM).
 	Retire()
+	// Close restores the terminal and stops copying stdin.
 	Close()
+	// Exited delivers the command's exit in plain-init mode.
 	Exited() <-chan shellproxy.Exit
+	// ShellPID is the current shell's PID, 0 when none.
 	ShellPID() int
+	// Signal sends sig to the current shell's process group.
 	Signal(sig unix.Signal) error
+	// Resize copies the container terminal's window size to the shell's.
 	Resize()
+	// LastInput is when the last stdin byte arrived.
 	LastInput() time.Time
+	// SetDiscardInput drops (true) or delivers stdin bytes, and returns
+	// how many were dropped since the last call.
 	SetDiscardInput(discard bool) uint64
+	// Mode is the stdio mode (pty, pipe, inherit).
 	Mode() shellproxy.Mode
 }
 
 // Children starts and reaps PID 1's children (*shellproxy.Reaper).
 type Children interface {
+	// Start forks a child of PID 1 and returns its PID and a channel that
+	// gets its one Exit.
 	Start(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan shellproxy.Exit, error)
+	// Reap collects every child that has exited, without blocking, and
+	// returns how many.
 	Reap() int
+	// LastReap is when Reap last ran (the reaper's liveness).
 	LastReap() time.Time
+	// Orphans counts the reaped processes nobody had started with Start.
 	Orphans() uint64
 }
 
@@ -89,9 +113,9 @@ type Pod interface {
 
 // Effects are the interfaces the supervisor acts through.
 type Effects struct {
-	Shell    Shell
-	Children Children
-	Procs    Processes
-	Writers  Writers
-	Pod      Pod
+	Shell    Shell     // the shell behind PID 1's stdio
+	Children Children  // PID 1's children: the shell, the stages
+	Procs    Processes // the container's process table
+	Writers  Writers   // pins `job put` writers
+	Pod      Pod       // the termination message and the self-deletion
 }

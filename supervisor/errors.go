@@ -9,8 +9,9 @@ import (
 )
 
 // The supervisor's error kinds. Every error its operations return wraps
-// exactly one of these (or one of idle's), keeps its own message, and is
-// mapped to an exit code in one place, ExitCode, at the control boundary.
+// exactly one of these (or one of package lease's), keeps its own
+// message, and is mapped to an exit code in one place, ExitCode, at the
+// control boundary.
 var (
 	// ErrInvalid: the request itself is malformed (a bad spec, stage name,
 	// digest or path); asking again unchanged cannot succeed. Exit 65.
@@ -34,14 +35,17 @@ var (
 	ErrExiting = errors.New("PID 1 is exiting")
 )
 
-// kindError is an error of one kind with its own message (the message
-// clients print, unchanged from before kinds existed).
+// kindError is an error of one kind with its own message: clients print
+// the message, and the kind only chooses the exit code.
 type kindError struct {
 	kind error
 	msg  string
 }
 
+// Error is the message clients print.
 func (e *kindError) Error() string { return e.msg }
+
+// Unwrap is the kind, for errors.Is.
 func (e *kindError) Unwrap() error { return e.kind }
 
 // errorf returns an error of kind with a formatted message.

@@ -11,11 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/podapi"
 	"github.com/warmpod/warmpod/procscan"
 	"github.com/warmpod/warmpod/shellproxy"
-	"golang.org/x/sys/unix"
 )
 
 // world is a fake container: a process table, the shell, PID 1's children,
@@ -400,6 +401,9 @@ func startPodLog(t *testing.T, cfg Config, log *slog.Logger) *pod {
 	}
 	p := &pod{t: t, w: newWorld(), sigs: make(chan os.Signal, 8), code: make(chan int, 1), cfg: cfg}
 	p.s = New(cfg, p.w.effects(), log)
+	// Every test that runs a pod fails on a broken invariant of the loop's
+	// state: an illegal phase move, a second worker.
+	p.s.onBroken = func(err error) { t.Errorf("supervisor invariant broken: %v", err) }
 	go func() { p.code <- p.s.Run(context.Background(), p.sigs) }()
 	return p
 }

@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,8 +12,9 @@ import (
 )
 
 // Handle serves one control request: the one adapter between the control
-// protocol and the supervisor's operations, and the one place where their
-// errors become exit codes (ExitCode).
+// protocol and the supervisor's operations, the one place where their
+// errors become exit codes (ExitCode) and where their typed results become
+// JSON (the documents in control.Response's Data and Status).
 func (s *Supervisor) Handle(_ context.Context, peer control.Peer, req *control.Request) control.Response {
 	if req.Job != "" && strings.HasPrefix(req.Op, "job.") && req.Op != control.OpJobStart && req.Op != control.OpJobRenew {
 		// A call for a named job is for that job only, and it is a
@@ -56,7 +58,7 @@ func (s *Supervisor) handleJobStart(_ control.Peer, req *control.Request) contro
 		// must see it too. Busy, claimed elsewhere (75) or draining (69)
 		// is routine in a pool; a bad spec (65) is worth a warning; a
 		// failed start (70) was logged as an error where it failed.
-		// Spec errors never quote the spec's values (tokens.SpecError),
+		// Spec errors never quote the spec's values (jobspec.SpecError),
 		// so this logs no secret.
 		code := ExitCode(err)
 		switch code {
@@ -92,7 +94,7 @@ func (s *Supervisor) handleJobStage(_ control.Peer, req *control.Request) contro
 	if err != nil {
 		return s.fail(err)
 	}
-	return control.Response{OK: true, Job: r.Job, Replay: r.Replay, Data: r.Status}
+	return control.Response{OK: true, Job: r.Job, Replay: r.Replay, Data: doc(r.Status)}
 }
 
 func (s *Supervisor) handleJobStatus(_ control.Peer, req *control.Request) control.Response {
@@ -100,7 +102,11 @@ func (s *Supervisor) handleJobStatus(_ control.Peer, req *control.Request) contr
 	if err != nil {
 		return s.fail(err)
 	}
-	return s.ok(control.Response{Job: r.ID, Data: r.Status, LogPath: r.LogPath, JobDir: r.Dir, User: r.User})
+	data := doc(r.Job)
+	if r.Stage != nil {
+		data = doc(r.Stage)
+	}
+	return s.ok(control.Response{Job: r.ID, Data: data, LogPath: r.LogPath, JobDir: r.Dir, User: r.User})
 }
 
 func (s *Supervisor) handleJobWait(_ control.Peer, req *control.Request) control.Response {
@@ -111,10 +117,10 @@ func (s *Supervisor) handleJobWait(_ control.Peer, req *control.Request) control
 	r, err := s.WaitStage(req.Stage, d)
 	if err != nil {
 		resp := s.fail(err)
-		resp.Job, resp.Data = r.Job, r.Status // still running: its status so far
+		resp.Job, resp.Data = r.Job, doc(r.Status) // still running: its status so far
 		return resp
 	}
-	return control.Response{OK: true, Job: r.Job, Data: r.Status}
+	return control.Response{OK: true, Job: r.Job, Data: doc(r.Status)}
 }
 
 func (s *Supervisor) handleJobCancel(peer control.Peer, req *control.Request) control.Response {
@@ -127,13 +133,13 @@ func (s *Supervisor) handleJobCancel(peer control.Peer, req *control.Request) co
 		if err != nil {
 			return s.fail(err)
 		}
-		return s.ok(control.Response{Job: r.Job, Data: r.Status})
+		return s.ok(control.Response{Job: r.Job, Data: doc(r.Status)})
 	}
 	r, err := s.CancelJob(req.Job, peer.PID, d)
 	if err != nil {
 		return s.fail(err)
 	}
-	return s.ok(control.Response{Job: r.ID, Data: r.Status})
+	return s.ok(control.Response{Job: r.ID, Data: doc(r.Status)})
 }
 
 func (s *Supervisor) handleJobPut(peer control.Peer, req *control.Request) control.Response {
@@ -166,7 +172,7 @@ func (s *Supervisor) handleStall(_ control.Peer, req *control.Request) control.R
 }
 
 func (s *Supervisor) handleStatus(control.Peer, *control.Request) control.Response {
-	return s.ok(control.Response{Status: s.StatusJSON()})
+	return s.ok(control.Response{Status: doc(new(s.podStatus()))})
 }
 
 func (s *Supervisor) handleProbe(_ control.Peer, req *control.Request) control.Response {
@@ -196,6 +202,17 @@ func (s *Supervisor) ok(r control.Response) control.Response {
 // the pod's state.
 func (s *Supervisor) fail(err error) control.Response {
 	return control.Response{Code: ExitCode(err), Error: err.Error(), State: s.State()}
+}
+
+// doc marshals a result's document for the wire; nil (the field is left
+// out) when there is none. The documents hold strings, numbers and times
+// only, so marshalling cannot fail.
+func doc[T any](v *T) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, _ := json.Marshal(v)
+	return b
 }
 
 // parseDuration parses a non-negative Go duration, def when empty. Errors

@@ -4,8 +4,9 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/warmpod/warmpod/procscan"
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/procscan"
 )
 
 // ProcTable is the real Processes: the container's /proc. It knows which

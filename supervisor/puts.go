@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warmpod/warmpod/putfile"
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/putfile"
 )
 
 // maxPuts bounds the `job put`s in flight for one job (each holds a
@@ -46,7 +47,7 @@ type inflightPut struct {
 //
 // Errors: ErrInvalid when tmp is not a put temporary file or lies in PID
 // 1's logs directory, in RuntimeDir, or in the jobs directory outside this
-// job's own directory; idle.ErrNoJob; ErrCancelled; idle.ErrWrongJob;
+// job's own directory; lease.ErrNoJob; ErrCancelled; lease.ErrWrongJob;
 // ErrRefused when the job has maxPuts writes in flight; an internal error
 // when the caller cannot be pinned.
 func (s *Supervisor) StartPut(jobID string, peer int, tmp string) (JobInfo, error) {
@@ -63,7 +64,7 @@ func (s *Supervisor) StartPut(jobID string, peer int, tmp string) (JobInfo, erro
 		case err != nil:
 			reply(JobInfo{}, err)
 			return
-		case j.cancelled:
+		case j.phase == jobCancelled:
 			reply(JobInfo{}, errorf(ErrCancelled, "job cancelled: only status, logs and end remain"))
 			return
 		case within(d, s.cfg.JobsDir) && !within(d, j.dir):

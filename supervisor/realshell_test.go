@@ -9,8 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/shellproxy"
 )
 
 // A SIGTERM while a worker swaps the shell must not stop the loop: the
@@ -18,8 +19,9 @@ import (
 // the idle command ignores end of input (any non-shell command, or a shell
 // busy in a foreground command), so the job start's swap takes its whole
 // SwapTimeout, and the SIGTERM comes in the middle of it. Real Proxy and
-// Reaper (real child processes of the test), fake process table; found by
-// review: before the fix the loop blocked in Freeze for good.
+// Reaper (real child processes of the test), fake process table: a loop
+// that froze the shell itself during the swap would block in Freeze for
+// good.
 func TestSIGTERMDuringAShellSwap(t *testing.T) {
 	w := newWorld()
 	reaper := shellproxy.NewReaper()

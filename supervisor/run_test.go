@@ -17,9 +17,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/lease"
-	"golang.org/x/sys/unix"
 )
 
 // These tests drive the real Run loop on a fake world (fakes_test.go) in
@@ -229,8 +230,8 @@ func TestCancelKeepsTheLeaseUntilEnd(t *testing.T) {
 		require.NoError(t, err)
 		st, err := p.s.StartStage("a", "build", []string{"/bin/sh", "-c", "sleep 600"}, "", "")
 		require.NoError(t, err)
-		var v stageView
-		require.NoError(t, json.Unmarshal(st.Status, &v))
+		require.NotNil(t, st.Status)
+		v := *st.Status
 		require.True(t, v.Running)
 		p.w.ignoreTERM(v.PID)
 
@@ -239,7 +240,8 @@ func TestCancelKeepsTheLeaseUntilEnd(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 5*time.Second, time.Since(start).Truncate(time.Second), "SIGKILL after the grace")
 		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT, unix.SIGKILL}, p.w.signalsTo(v.PID))
-		assert.Contains(t, string(r.Status), `"cancelled":true`)
+		require.NotNil(t, r.Status)
+		assert.True(t, r.Status.Cancelled)
 		assert.Equal(t, "busy", p.state(), "the job keeps the lease")
 		_, err = p.s.JobEnv()
 		require.ErrorIs(t, err, ErrCancelled)
@@ -247,7 +249,8 @@ func TestCancelKeepsTheLeaseUntilEnd(t *testing.T) {
 		require.ErrorIs(t, err, ErrCancelled)
 		w, err := p.s.WaitStage("build", time.Second)
 		require.NoError(t, err)
-		assert.Contains(t, string(w.Status), `"signal":"SIGKILL"`)
+		require.NotNil(t, w.Status)
+		assert.Equal(t, "SIGKILL", w.Status.Signal)
 		_, err = p.s.EndJob("a", 0)
 		require.NoError(t, err)
 		assert.Equal(t, 143, p.stop())
@@ -261,8 +264,8 @@ func TestStageOutcomeAndLog(t *testing.T) {
 		require.NoError(t, err)
 		st, err := p.s.StartStage("a", "build", []string{"/bin/sh"}, "", "")
 		require.NoError(t, err)
-		var v stageView
-		require.NoError(t, json.Unmarshal(st.Status, &v))
+		require.NotNil(t, st.Status)
+		v := *st.Status
 		_, err = p.s.StartStage("a", "build", []string{"/bin/sh"}, "", "")
 		require.ErrorIs(t, err, ErrInvalid, "a stage name is used once")
 		_, err = p.s.WaitStage("build", time.Second)
@@ -270,7 +273,8 @@ func TestStageOutcomeAndLog(t *testing.T) {
 		p.w.exit(v.PID, 3)
 		w, err := p.s.WaitStage("build", time.Hour)
 		require.NoError(t, err)
-		require.NoError(t, json.Unmarshal(w.Status, &v))
+		require.NotNil(t, w.Status)
+		v = *w.Status
 		require.NotNil(t, v.ExitCode)
 		assert.Equal(t, 3, *v.ExitCode)
 		log, err := os.ReadFile(r.LogPath)

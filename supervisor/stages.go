@@ -5,15 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strconv"
 	"syscall"
 	"time"
 
-	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/lease"
-	"github.com/warmpod/warmpod/procscan"
-	"github.com/warmpod/warmpod/shellproxy"
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/shellproxy"
 )
 
 // stage is one detached command of a job. PID 1 started it, so PID 1 reaps
@@ -42,11 +40,10 @@ type stage struct {
 	logStart, logEnd int64
 }
 
-// stageView is a stage's JSON status: the contract's document.
-type stageView = control.StageStatus
-
-func (st *stage) view() stageView {
-	v := stageView{Stage: st.name, PID: st.pid, Running: st.running, Signal: st.signal, OOMKilled: st.oom, Started: st.started, LogStart: st.logStart, SHA256: st.digest}
+// view is the stage's status document (loop only): a copy, which a
+// handler may marshal after the loop has moved on.
+func (st *stage) view() control.StageStatus {
+	v := control.StageStatus{Stage: st.name, PID: st.pid, Running: st.running, Signal: st.signal, OOMKilled: st.oom, Started: st.started, LogStart: st.logStart, SHA256: st.digest}
 	if !st.running {
 		code, ended, end := st.code, st.ended, st.logEnd
 		v.ExitCode, v.Ended, v.LogEnd = &code, &ended, &end
@@ -54,31 +51,11 @@ func (st *stage) view() stageView {
 	return v
 }
 
-// validStageName reports whether name is 1–128 bytes of [A-Za-z0-9._-]
-// starting with a letter or digit: stage names end up in marker lines,
-// file names and status documents. Written out rather than as a regexp,
-// which would add regexp's ~160 KB to PID 1 for one check.
-func validStageName(name string) bool {
-	if len(name) == 0 || len(name) > 128 {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == '-'):
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // Stage is what StartStage, WaitStage and CancelStage tell about a stage.
 type Stage struct {
-	Job    string
-	Status json.RawMessage // the stage's status document (stageView)
-	Replay bool            // StartStage attached to a stage already started
+	Job    string               // the job's id
+	Status *control.StageStatus // the stage's status document; nil with most errors
+	Replay bool                 // StartStage attached to a stage already started
 }
 
 // StartStage runs argv as stage name of the current job, detached: in its
@@ -109,7 +86,7 @@ func (s *Supervisor) startStage(jobID, name string, argv []string, dir, digest s
 	if err != nil {
 		return Stage{}, err
 	}
-	if !validStageName(name) {
+	if !control.ValidStageName(name) {
 		if len(name) > 64 {
 			name = name[:64] + "..."
 		}
@@ -121,15 +98,14 @@ func (s *Supervisor) startStage(jobID, name string, argv []string, dir, digest s
 	if digest != "" && !isSHA256Hex(digest) {
 		return Stage{}, errorf(ErrInvalid, "stage: sha256 must be 64 lower-case hex digits")
 	}
-	if j.cancelled {
+	if j.phase == jobCancelled {
 		return Stage{}, errorf(ErrCancelled, "job cancelled")
 	}
 	if old, dup := j.stages[name]; dup {
 		if digest != "" && old.digest == digest {
 			v := old.view()
 			v.Replay = true
-			b, _ := json.Marshal(v)
-			return Stage{Job: j.id, Status: b, Replay: true}, nil
+			return Stage{Job: j.id, Status: &v, Replay: true}, nil
 		}
 		return Stage{}, errorf(ErrInvalid, "stage %q already exists in this job", name)
 	}
@@ -156,8 +132,8 @@ func (s *Supervisor) startStage(jobID, name string, argv []string, dir, digest s
 	if err != nil {
 		fmt.Fprintf(log, "warmpod: stage %s: %v\n", name, err)
 		s.finishStage(j, st, shellproxy.ExecErrorCode(err), "", false)
-		b, _ := json.Marshal(st.view())
-		return Stage{Job: j.id, Status: b}, nil
+		v := st.view()
+		return Stage{Job: j.id, Status: &v}, nil
 	}
 	st.pid = pid
 	go func() {
@@ -173,8 +149,8 @@ func (s *Supervisor) startStage(jobID, name string, argv []string, dir, digest s
 		})
 	}()
 	s.log.Info("stage started", "job", j.id, "stage", name, "pid", pid)
-	b, _ := json.Marshal(st.view())
-	return Stage{Job: j.id, Status: b}, nil
+	v := st.view()
+	return Stage{Job: j.id, Status: &v}, nil
 }
 
 // spawnStage forks the stage's leader in its own session, stdin
@@ -240,163 +216,4 @@ func writeMarker(f *os.File, v map[string]any) {
 	buf.Write(b)
 	buf.WriteByte('\n')
 	_, _ = f.Write(buf.Bytes())
-}
-
-// WaitStage waits up to timeout for stage name to end and returns its
-// status. Errors: ErrStillRunning (with the status) when it still runs at
-// the timeout; lease.ErrNoJob; ErrNoStage.
-func (s *Supervisor) WaitStage(name string, timeout time.Duration) (Stage, error) {
-	type found struct {
-		j  *job
-		st *stage
-	}
-	f, err := call(s, false, func(reply func(found, error)) {
-		j := s.job
-		switch {
-		case j == nil || j.phase == phaseStarting:
-			reply(found{}, lease.ErrNoJob)
-		case j.stages[name] == nil:
-			reply(found{}, errorf(ErrNoStage, "no stage %q", name))
-		default:
-			reply(found{j, j.stages[name]}, nil)
-		}
-	})
-	if err != nil {
-		return Stage{}, err
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-f.st.done:
-	case <-t.C:
-		err = errorf(ErrStillRunning, "stage %q still running after %s", name, timeout)
-	case <-s.stopped:
-		// The loop ended: no outcome will be recorded any more.
-		return Stage{}, errorf(ErrExiting, "%v", ErrExiting)
-	}
-	b, cerr := call(s, false, func(reply func([]byte, error)) {
-		b, _ := json.Marshal(f.st.view())
-		reply(b, nil)
-	})
-	if cerr != nil {
-		return Stage{}, cerr
-	}
-	return Stage{Job: f.j.id, Status: b}, err
-}
-
-func isSHA256Hex(v string) bool {
-	if len(v) != 64 {
-		return false
-	}
-	for _, c := range v {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// CancelStage ends one running stage of the current job: SIGTERM to every
-// process of the stage's session and to every descendant of its leader
-// (so a trap in the stage's script runs), SIGKILL after grace to whatever
-// is left of them. Unlike [Supervisor.CancelJob] the job goes on: GitLab's
-// graceful cancel still runs after_script and cleanup_file_variables in
-// the same pod. A daemon that left the stage's session and was re-parented
-// to PID 1 is not reachable from the stage any more; job end kills it.
-// It waits (bounded by grace plus 2 s) for the stage to be reaped and
-// returns its status. The grace is capped at PID 1's --grace, so a caller
-// never holds the job's other operations longer than PID 1's own.
-// Errors: lease.ErrNoJob; lease.ErrWrongJob when jobID names another job;
-// ErrNoStage.
-func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Duration) (Stage, error) {
-	return call(s, true, func(reply func(Stage, error)) {
-		j, err := s.current(jobID)
-		if err != nil {
-			reply(Stage{}, err)
-			return
-		}
-		st := j.stages[name]
-		if st == nil {
-			reply(Stage{}, errorf(ErrNoStage, "no stage %q", name))
-			return
-		}
-		leader, running := st.pid, st.running
-		grace = min(grace, s.cfg.Grace)
-		l := s.termed.clone()
-		n := 0
-		s.work("stage cancel", func() {
-			if running && leader > 1 {
-				n = s.terminateStage(leader, peer, l, grace)
-			}
-			select {
-			case <-st.done:
-			case <-time.After(2 * time.Second):
-			}
-		}, func() {
-			s.log.Info("stage cancelled", "job", j.id, "stage", name, "terminated", n)
-			b, _ := json.Marshal(st.view())
-			reply(Stage{Job: j.id, Status: b}, nil)
-		})
-	})
-}
-
-// terminateStage sends SIGTERM, then SIGKILL after grace, to the stage led
-// by leader (a worker). Its processes are those found now (the leader's
-// descendants and session) and, at every round of SIGKILL, any process of
-// the stage's session (a trap or a make -j child forked after the first
-// look: it gets no SIGTERM of its own, see termLedger). A daemon that
-// left the session after the first look is not the stage's any more; job
-// end stops it.
-func (s *Supervisor) terminateStage(leader, peer int, l *termLedger, grace time.Duration) int {
-	members := map[int]bool{leader: true}
-	keep := map[int]bool{}
-	if procs, err := s.fx.Procs.List(); err == nil {
-		for _, pid := range procscan.Descendants(procs, leader) {
-			members[pid] = true
-		}
-		for _, p := range procs {
-			if p.SID == leader {
-				members[p.PID] = true
-			}
-		}
-		if peer > 1 {
-			keep = ancestors(procs, peer)
-		}
-		for pid := range s.fx.Procs.Clients(procs) {
-			keep[pid] = true
-		}
-	}
-	n := s.terminate(func(p procscan.Proc) bool { return !(members[p.PID] || p.SID == leader) || keep[p.PID] }, l, grace)
-	s.fx.Children.Reap()
-	return n
-}
-
-// oomKills reads the container's OOM-kill counter under the cgroup file
-// system mounted at root ("/sys/fs/cgroup" in a container): cgroup v2
-// keeps it as "oom_kill N" in memory.events
-// (Documentation/admin-guide/cgroup-v2.rst); cgroup v1 as "oom_kill N" in
-// memory/memory.oom_control (Linux 4.13 and later,
-// Documentation/admin-guide/cgroup-v1/memory.rst). 0 when neither is
-// readable.
-func oomKills(root string) int {
-	for _, f := range []string{"memory.events", "memory/memory.oom_control"} {
-		if b, err := os.ReadFile(root + "/" + f); err == nil {
-			if n, ok := parseOOMKill(b); ok {
-				return n
-			}
-		}
-	}
-	return 0
-}
-
-// parseOOMKill returns the value of the "oom_kill N" line of a cgroup
-// flat-keyed file (memory.events or memory.oom_control).
-func parseOOMKill(b []byte) (int, bool) {
-	for _, line := range bytes.Split(b, []byte("\n")) {
-		if v, ok := bytes.CutPrefix(line, []byte("oom_kill ")); ok {
-			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
-			return n, err == nil
-		}
-	}
-	return 0, false
 }

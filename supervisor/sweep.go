@@ -4,8 +4,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warmpod/warmpod/procscan"
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/procscan"
 )
 
 // The sweep: SIGTERM, a grace period, SIGKILL, over the container's

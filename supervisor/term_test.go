@@ -1,15 +1,15 @@
 package supervisor
 
 import (
-	"encoding/json"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/warmpod/warmpod/procscan"
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/procscan"
 )
 
 // The rules of termLedger, without a supervisor.
@@ -53,9 +53,9 @@ func TestTermLedger(t *testing.T) {
 
 // A process that a TERM handler starts after the pod's SIGTERM was
 // forwarded is that handler's clean-up: the shutdown sweep sends it no
-// TERM of its own (it used to, when it started after the forward's look
-// at the process table: the clean-up broke off), and it gets SIGKILL after
-// the grace period like everything still there. The fake process table
+// TERM of its own (one would break the clean-up off), whichever look at
+// the process table first sees it, and it gets SIGKILL after the grace
+// period like everything still there. The fake process table
 // places the clean-up's start at the n-th look after the forward: the
 // forward's own, the shutdown's look for clients, the sweep's.
 func TestSIGTERMCleanupStartedAfterTheForwardGetsNoTERM(t *testing.T) {
@@ -117,8 +117,8 @@ func TestJobStopsSendNoTERMToCleanup(t *testing.T) {
 				require.NoError(t, err)
 				st, err := p.s.StartStage("a", "build", []string{"/bin/sh"}, "", "")
 				require.NoError(t, err)
-				var v stageView
-				require.NoError(t, json.Unmarshal(st.Status, &v))
+				require.NotNil(t, st.Status)
+				v := *st.Status
 				cleanup := 0
 				p.w.trap(v.PID, func(w *world, pid int) {
 					termAt := w.lists
@@ -173,8 +173,8 @@ func TestStoppedProcessRunsItsTERMHandler(t *testing.T) {
 				case tc.stop == "stage cancel":
 					st, err := p.s.StartStage("a", "build", []string{"/bin/sh"}, "", "")
 					require.NoError(t, err)
-					var v stageView
-					require.NoError(t, json.Unmarshal(st.Status, &v))
+					require.NotNil(t, st.Status)
+					v := *st.Status
 					victim = v.PID
 				case tc.inGroup:
 					victim = p.w.spawn(p.w.ShellPID(), p.w.ShellPID(), "sh")
