@@ -13,15 +13,17 @@ import (
 // They are defined once, here: the executor writes JobSpec and reads
 // StageStatus through these types, PID 1 (package supervisor) and the
 // `warmpod job stage` client write StageStatus with them. PID 1 reads the
-// job spec with package tokens, whose parser zeroes secrets; its tests
-// check that what JobSpec writes is what it reads.
+// job spec with package jobspec, whose parser zeroes secrets. The golden
+// files in testdata/golden pin the JSON of each (golden_test.go); package
+// jobspec's and package executor's tests read them too.
+// docs/reference/protocol.md describes them.
 
-// JobSpec is `warmpod job start`'s stdin: one JSON line (DESIGN §3). The
+// JobSpec is `warmpod job start`'s stdin: one JSON line. The
 // token and the variables' values are secrets: an executor writes the
 // line to the exec's stdin only, never to argv, a log or a file.
 type JobSpec struct {
-	// ID names the job: A-Z a-z 0-9 . _ -, at most 64 bytes, not "." or
-	// "..".
+	// ID names the job: A-Z a-z 0-9 . _ -, at most 256 bytes, not
+	// starting with "." and without ".." (jobspec.MaxIDBytes, checkID).
 	ID string `json:"id"`
 	// Nonce tells a replay of the same start (same id and nonce: an
 	// idempotent success) from a second job with the same id.
@@ -31,8 +33,9 @@ type JobSpec struct {
 	// Timeout is the lease's hard limit, a Go duration ("1h10m"); at most
 	// 168h.
 	Timeout string `json:"timeout"`
-	// LeaseTTL is the heartbeat: without a renewal (job stage, job logs
-	// --follow and job renew send them) for this long the job ends.
+	// LeaseTTL is the heartbeat: without a renewal (every call naming
+	// the job renews it; job stage and job logs --follow send job.renew
+	// while they wait) for this long the job ends.
 	LeaseTTL string `json:"lease_ttl,omitempty"`
 	// ConfigHash must equal PID 1's --config-hash when that is set (75
 	// otherwise: a pod of another configuration).

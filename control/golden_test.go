@@ -83,7 +83,7 @@ func TestGoldenDocuments(t *testing.T) {
 		{"stage-status-running.json", running},
 		{"stage-status-ended.json", done},
 		{"stage-status-killed.json", killed},
-		{"job-status.json", JobStatus{Job: "1234", Log: "/run/warmpod/jobs/1234/output.log", Stages: []StageStatus{killed, done}}},
+		{"job-status.json", JobStatus{Job: "1234", Log: "/run/warmpod/logs/1234.log", Stages: []StageStatus{killed, done}}},
 		{"exit-codes.json", map[string]int{"usage": ExitUsage, "data_err": ExitDataErr, "unavailable": ExitUnavailable,
 			"software": ExitSoftware, "cant_create": ExitCantCreat, "io_err": ExitIOErr, "temp_fail": ExitTempFail,
 			"no_perm": ExitNoPerm, "log_gone": ExitLogGone}},
@@ -191,7 +191,7 @@ func TestGoldenResponses(t *testing.T) {
 		name string
 		r    Response
 	}{
-		{"started", Response{OK: true, Job: "1234", State: "busy", LogPath: "/run/warmpod/jobs/1234/output.log"}},
+		{"started", Response{OK: true, Job: "1234", State: "busy", LogPath: "/run/warmpod/logs/1234.log"}},
 		{"replay", Response{OK: true, Job: "1234", State: "busy", Replay: true}},
 		{"busy", Response{Code: ExitTempFail, Error: "busy: another job holds the lease"}},
 		{"draining", Response{Code: ExitUnavailable, Error: "draining: the pod no longer accepts jobs"}},

@@ -3,7 +3,7 @@
 // create a cold one from the pool's template), hand the job to warmpod in
 // the pod (`warmpod job start`, the token and variables on stdin), run a
 // stage there with resume and cancel (`warmpod job stage`, `job cancel
-// --stage`), put a verified file (`job put`), and end the job (`job end`,
+// --stage`), and end the job (`job end`,
 // the pod deleted, any other pod labelled for the job swept). Each CI
 // system's contract lives in a package of its own below this one
 // (executor/gitlab: GitLab Runner's Custom executor; executor/github: the

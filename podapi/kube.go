@@ -1,4 +1,6 @@
-// Package podapi is PID 1's own Kubernetes client, on the pod side (the executor side uses client-go, in executor/pool): the in-cluster
+// Package podapi is PID 1's own Kubernetes client, on the pod side (the
+// executor side uses client-go: executor/pool, built by
+// internal/kubeclient): the in-cluster
 // configuration (downward-API identity, service-account token and CA), the
 // self-deletion of the pod through the API server, and the termination
 // message the kubelet shows in the container status.

@@ -83,7 +83,7 @@ func attachJobState(ctx context.Context, sock, job string) (bool, int) {
 }
 
 // idleNoJob is the text of PID 1's answer when no job holds the lease
-// (idle.ErrNoJob; the code, 69, is also a draining pod's).
+// (lease.ErrNoJob; the code, 69, is also a draining pod's).
 const idleNoJob = "no job holds the lease"
 
 type attacher struct {

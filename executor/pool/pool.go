@@ -1,4 +1,4 @@
-// Package pool is the Kubernetes side of the GitLab Runner driver: warm
+// Package pool is the Kubernetes side of both executors (client-go): warm
 // pools read from a Deployment manifest, the claim of one Ready idle pod
 // with the API server's optimistic concurrency as the only arbiter, the
 // cold fallback from the same template, and exec into a pod the way
