@@ -20,7 +20,7 @@ var (
 	// (config hash, scope, replay mismatch, too many writes, a stage still
 	// starting); another pod, or a retry, may. Exit 75.
 	ErrRefused = errors.New("refused")
-	// ErrCancelled: the job was cancelled; only status, logs and end
+	// ErrCancelled: the job was cancelled; only status, logs, wait, cancel and end
 	// remain. Exit 69.
 	ErrCancelled = errors.New("job cancelled")
 	// ErrNoStage: the job has no stage of that name. Exit 69.

@@ -54,7 +54,7 @@ func (s *Supervisor) JobEnv() (JobInfo, error) {
 		case err != nil:
 			reply(JobInfo{}, err)
 		case j.phase == jobCancelled:
-			reply(JobInfo{}, errorf(ErrCancelled, "job cancelled: only status, logs and end remain"))
+			reply(JobInfo{}, errorf(ErrCancelled, "job cancelled: only status, logs, wait, cancel and end remain"))
 		default:
 			reply(JobInfo{ID: j.id, Env: s.jobEnv(j), User: s.jobUser(), LogPath: j.logPath}, nil)
 		}

@@ -65,7 +65,7 @@ func (s *Supervisor) StartPut(jobID string, peer int, tmp string) (JobInfo, erro
 			reply(JobInfo{}, err)
 			return
 		case j.phase == jobCancelled:
-			reply(JobInfo{}, errorf(ErrCancelled, "job cancelled: only status, logs and end remain"))
+			reply(JobInfo{}, errorf(ErrCancelled, "job cancelled: only status, logs, wait, cancel and end remain"))
 			return
 		case within(d, s.cfg.JobsDir) && !within(d, j.dir):
 			// The jobs directory is PID 1's; of it, a put may write in

@@ -80,7 +80,7 @@ func TestWireResponses(t *testing.T) {
 			{name: "job.cancel", req: control.Request{Op: control.OpJobCancel, Job: "a"},
 				want: `{"ok":true,"code":0,"job":"a","state":"busy","data":{"job":"a","cancelled":true,"log":"$DIR/logs/a.log","stages":[{"stage":"build","pid":104,"running":false,"exit_code":3,"oom_killed":false,"started":"@+0s","ended":"@+1s","log_start":19,"log_end":19,"sha256":"` + digest + `"}]}}`},
 			{name: "job.env cancelled", req: control.Request{Op: control.OpJobEnv},
-				want: `{"ok":false,"code":69,"error":"job cancelled: only status, logs and end remain","state":"busy"}`},
+				want: `{"ok":false,"code":69,"error":"job cancelled: only status, logs, wait, cancel and end remain","state":"busy"}`},
 			{name: "job.status cancelled", req: control.Request{Op: control.OpJobStatus},
 				want: `{"ok":true,"code":0,"job":"a","state":"busy","data":{"job":"a","cancelled":true,"log":"$DIR/logs/a.log","stages":[{"stage":"build","pid":104,"running":false,"exit_code":3,"oom_killed":false,"started":"@+0s","ended":"@+1s","log_start":19,"log_end":19,"sha256":"` + digest + `"}]},"log_path":"$DIR/logs/a.log","job_dir":"$DIR/jobs/a"}`},
 			{name: "job.end", req: control.Request{Op: control.OpJobEnd, Job: "a"},
