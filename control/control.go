@@ -70,15 +70,26 @@ const MaxResponseBytes = 8 << 20
 // work in between); a client that stalls longer is disconnected.
 const RequestTimeout = 10 * time.Second
 
-// Request is one client request.
+// Request is one client request: one JSON line (at most
+// MaxRequestBytes). Build it with Client; testdata/golden/requests.json
+// holds every form.
 type Request struct {
-	Op    string          `json:"op"`
-	Job   string          `json:"job,omitempty"` // renews that job's lease when it holds it
-	Spec  json.RawMessage `json:"spec,omitempty"`
-	Probe string          `json:"probe,omitempty"`
-	Stage string          `json:"stage,omitempty"`
-	Argv  []string        `json:"argv,omitempty"`
-	Dir   string          `json:"dir,omitempty"`
+	// Op is the operation (the Op* constants); PID 1 answers an unknown
+	// one with ExitUsage.
+	Op string `json:"op"`
+	// Job names the job the call is for: refused (75) when another job
+	// holds the lease, and renews that job's lease when it holds it.
+	Job string `json:"job,omitempty"`
+	// Spec is job.start's job spec (a JobSpec), which holds secrets.
+	Spec json.RawMessage `json:"spec,omitempty"`
+	// Probe is "live" or "ready" (probe).
+	Probe string `json:"probe,omitempty"`
+	// Stage names a stage (job.stage, job.status, job.wait, job.cancel).
+	Stage string `json:"stage,omitempty"`
+	// Argv is a stage leader's command line, Argv[0] absolute (job.stage).
+	Argv []string `json:"argv,omitempty"`
+	// Dir is the stage leader's working directory; empty: PID 1's.
+	Dir string `json:"dir,omitempty"`
 	// SHA256 is the hex SHA-256 of a stage's script (job.stage): a second
 	// request for the same stage with the same digest attaches to the
 	// stage instead of being refused, and never runs it again. With Stage
@@ -91,15 +102,27 @@ type Request struct {
 	Duration string `json:"duration,omitempty"`
 }
 
-// Response is PID 1's answer. Code is the exit code the client should use.
+// Response is PID 1's answer: one JSON line (at most MaxResponseBytes);
+// testdata/golden/responses.json holds examples.
 type Response struct {
-	OK     bool            `json:"ok"`
-	Code   int             `json:"code"`
-	Error  string          `json:"error,omitempty"`
-	Job    string          `json:"job,omitempty"`
-	State  string          `json:"state,omitempty"`
-	Replay bool            `json:"replay,omitempty"`
-	Env    []string        `json:"env,omitempty"`
+	// OK is true when the operation was done.
+	OK bool `json:"ok"`
+	// Code is the exit code the client should use (0 with OK).
+	Code int `json:"code"`
+	// Error says why it was refused; its text is not part of the
+	// contract, Code is.
+	Error string `json:"error,omitempty"`
+	// Job is the job the answer is about (job.start, job.end, job.stage).
+	Job string `json:"job,omitempty"`
+	// State is the pod's state after the operation: "idle", "busy" or
+	// "draining" (lease.State).
+	State string `json:"state,omitempty"`
+	// Replay is true when job.start was a replay of the current job's
+	// start (same id and nonce): an idempotent success.
+	Replay bool `json:"replay,omitempty"`
+	// Env is job.env's environment, "KEY=VALUE" each; it holds secrets.
+	Env []string `json:"env,omitempty"`
+	// Status is status's document (PID 1's state, lease, idle deadline).
 	Status json.RawMessage `json:"status,omitempty"`
 	// Data is an operation's JSON document (a stage, a job status).
 	Data json.RawMessage `json:"data,omitempty"`
@@ -115,6 +138,8 @@ type Response struct {
 // Peer identifies the process on the other end of a connection, from
 // SO_PEERCRED.
 type Peer struct {
+	// PID, UID and GID are the peer process's, as the kernel recorded
+	// them when it connected.
 	PID, UID, GID int
 }
 

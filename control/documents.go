@@ -53,7 +53,10 @@ type JobSpec struct {
 
 // JobVariable is one variable of a JobSpec.
 type JobVariable struct {
-	Key   string `json:"key"`
+	// Key is the variable's name: a POSIX name ([A-Za-z_][A-Za-z0-9_]*).
+	Key string `json:"key"`
+	// Value is the variable's value, a secret (NUL bytes refused: sh
+	// cannot hold them).
 	Value string `json:"value"`
 	// Masked asks the executor's log to mask the value (carried only).
 	Masked bool `json:"masked,omitempty"`

@@ -24,6 +24,8 @@ type Source interface {
 
 // ControlSource is the Source of PID 1's control socket.
 type ControlSource struct {
+	// Client reaches PID 1; leave its Timeout 0 (a wait lasts up to an
+	// hour).
 	Client control.Client
 }
 
