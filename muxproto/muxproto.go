@@ -57,8 +57,9 @@ const (
 	TypeAccept Type = 9
 	// Bye (either, channel 0): JSON [Bye], the sender ends the stream.
 	TypeBye Type = 10
-	// Shutdown (client, socket only, channel 0): stop the multiplexer
-	// (the job's clean-up).
+	// Shutdown (client, socket only, channel 0, instead of Open and
+	// after a Hello the multiplexer serves): stop the multiplexer (the
+	// job's clean-up).
 	TypeShutdown Type = 11
 	// Request (client, socket only, instead of Open): an API call the
 	// multiplexer makes for the job on its own connection to the API

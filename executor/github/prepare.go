@@ -80,7 +80,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	probed, err := h.sendWork(ctx, core, st)
 	if err != nil {
 		core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
-		h.Mux.Stop(muxKey(st), core.Log)
+		h.Mux.Stop(muxKey(st), st.Job, st.Pod, core.Log)
 		return nil, err
 	}
 	alpine := probed
@@ -208,7 +208,7 @@ func (h *Hook) cleanupJob(ctx context.Context, st *State) error {
 	core := h.core(st)
 	if st != nil {
 		core.End(ctx, &st.Pod, st.Job, pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner})
-		h.Mux.Stop(muxKey(st), core.Log)
+		h.Mux.Stop(muxKey(st), st.Job, st.Pod, core.Log)
 	}
 	core.End(ctx, nil, "", pool.Owner{Runner: h.runner()})
 	return nil

@@ -256,7 +256,7 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	}
 	if err := d.saveState(job, &state{Job: job.ID, Pod: pod}); err != nil {
 		c.DeletePod(ctx, pod)
-		d.Mux.Stop(d.muxKey(job), d.Stdout)
+		d.Mux.Stop(d.muxKey(job), job.ID, pod, d.Stdout)
 		return sysErr("state file: %v", err)
 	}
 	kind := "cold"
@@ -339,7 +339,13 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	// itself (no RoleBinding: a Deployment's pod would be restarted and
 	// linger, claimed, forever) or when job end failed.
 	d.core(job, st).End(ctx, pod, job.ID, d.owner(job))
-	d.Mux.Stop(d.muxKey(job), d.Stdout)
+	// Without a state the pod is unknown: the multiplexer refuses the
+	// Shutdown, and ends with the job in the pod (its pod is deleted).
+	var muxPod pool.Pod
+	if pod != nil {
+		muxPod = *pod
+	}
+	d.Mux.Stop(d.muxKey(job), job.ID, muxPod, d.Stdout)
 	_ = os.Remove(d.statePath(job))
 	d.timing("cleanup", "", t0, nil)
 	return nil

@@ -187,13 +187,18 @@ func PrivateDir(dir string) error {
 	return nil
 }
 
-// Stop asks the multiplexer on sock to exit and waits (2 s at most) until
-// its socket is gone; a socket left by one that died is removed. Stop
-// never fails: nothing is there afterwards, or it is said on log.
-func Stop(sock string, log io.Writer) {
+// Stop asks the multiplexer on sock, which serves job on pod, to exit and
+// waits (2 s at most) until its socket is gone; a socket left by one that
+// died is removed. The Shutdown goes after a Hello naming the job and the
+// pod's uid, as every call does: the multiplexer refuses it otherwise.
+// Stop never fails: nothing is there afterwards, or it is said on log.
+func Stop(sock, job string, pod pool.Pod, log io.Writer) {
 	conn, err := net.DialTimeout("unix", sock, time.Second)
 	if err == nil {
-		_ = muxproto.NewWriter(conn).Write(muxproto.TypeShutdown, 0, nil)
+		w := muxproto.NewWriter(conn)
+		if w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: job, PodUID: string(pod.UID)}) == nil {
+			_ = w.Write(muxproto.TypeShutdown, 0, nil)
+		}
 		_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 		_, _ = muxproto.NewReader(conn).Read()
 		conn.Close()
@@ -312,10 +317,11 @@ func (l *Launcher) Wrap(cl executor.Cluster, key, job string, pod pool.Pod, log 
 	return &Cluster{Cluster: cl, Sock: l.Sock(key), Job: job, Pod: pod, Log: log}
 }
 
-// Stop stops the multiplexer keyed key; see [Stop].
-func (l *Launcher) Stop(key string, log io.Writer) {
+// Stop stops the multiplexer keyed key, which serves job on pod; see
+// [Stop].
+func (l *Launcher) Stop(key, job string, pod pool.Pod, log io.Writer) {
 	if l != nil {
-		Stop(l.Sock(key), log)
+		Stop(l.Sock(key), job, pod, log)
 	}
 }
 
@@ -377,7 +383,7 @@ func (e *Early) Attacher(cl executor.Cluster, job string, log io.Writer) func(po
 		}
 		return l.Wrap(cl, key, job, pod, log), func(ok bool) {
 			if !ok {
-				l.Stop(key, log)
+				l.Stop(key, job, pod, log)
 			}
 		}
 	}

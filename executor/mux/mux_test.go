@@ -249,7 +249,7 @@ func TestClientGoneStopsTheCall(t *testing.T) {
 func TestServeEnds(t *testing.T) {
 	t.Run("shutdown", func(t *testing.T) {
 		sock, _, reason := serve(t, time.Minute)
-		Stop(sock, nil)
+		Stop(sock, "j1", testPod, nil)
 		assert.Equal(t, "shutdown", <-reason)
 	})
 	t.Run("idle", func(t *testing.T) {
@@ -431,4 +431,57 @@ func TestCheckHello(t *testing.T) {
 			require.ErrorContains(t, err, tc.wantErr)
 		})
 	}
+}
+
+// A Shutdown needs the Hello of the multiplexer's own job and pod, as
+// every call does: without one, or after another job's, it is refused and
+// the multiplexer goes on serving.
+func TestShutdownNeedsTheJobsHello(t *testing.T) {
+	sock, fp, reason := serve(t, time.Minute)
+	hello := func(job, uid string) []muxproto.Frame {
+		b, err := json.Marshal(muxproto.Hello{Version: muxproto.Version, Job: job, PodUID: uid})
+		require.NoError(t, err)
+		return []muxproto.Frame{{Type: muxproto.TypeHello, Payload: b}}
+	}
+	shutdown := muxproto.Frame{Type: muxproto.TypeShutdown}
+	for _, tc := range []struct {
+		name   string
+		frames []muxproto.Frame
+		says   string
+	}{
+		{"no hello", []muxproto.Frame{shutdown}, "begins with hello, not shutdown"},
+		{"another job's hello", append(hello("j2", "uid-1"), shutdown), "serves job j1"},
+		{"another pod's hello", append(hello("j1", "uid-2"), shutdown), "not job j1 in pod uid uid-2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("unix", sock)
+			require.NoError(t, err)
+			defer conn.Close()
+			w := muxproto.NewWriter(conn)
+			for _, f := range tc.frames {
+				// The multiplexer may close after the refused Hello,
+				// before the Shutdown is written: its answer says why.
+				_ = w.Write(f.Type, f.Channel, f.Payload)
+			}
+			f, err := muxproto.NewReader(conn).Read()
+			require.NoError(t, err)
+			require.Equal(t, muxproto.TypeExit, f.Type, "a refusal, not a bye")
+			var x muxproto.Exit
+			require.NoError(t, muxproto.Decode(f, &x))
+			assert.True(t, x.Refused)
+			assert.Contains(t, x.Error, tc.says)
+			// Still serving.
+			code, err := client(sock, "j1", fp, io.Discard).Exec(context.Background(), testPod, []string{"w", "job", "status", "0"}, nil, io.Discard, io.Discard)
+			require.NoError(t, err)
+			assert.Zero(t, code)
+			select {
+			case r := <-reason:
+				t.Fatalf("the multiplexer ended: %s", r)
+			default:
+			}
+		})
+	}
+	assert.Zero(t, fp.direct.Load(), "every call went through the multiplexer")
+	Stop(sock, "j1", testPod, nil)
+	assert.Equal(t, "shutdown", <-reason, "its own job's Hello and a Shutdown stop it")
 }

@@ -427,6 +427,13 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 	if !ok {
 		return
 	}
+	if f.Type == muxproto.TypeShutdown {
+		// Only after this job's Hello: a process of the runner's uid
+		// that does not know the job and its pod cannot stop it.
+		s.shutdown("shutdown")
+		_ = w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "shutdown"})
+		return
+	}
 	if f.Type == muxproto.TypeRequest {
 		s.serveRequest(ctx, w, f)
 		return
@@ -447,21 +454,18 @@ func refuseCall(w *muxproto.Writer, format string, a ...any) {
 }
 
 // greet reads a client's first frame and, when it is a Hello this
-// multiplexer serves, the frame after it (the call). A Shutdown is served
-// here; it, a refused Hello and a read error give false: the connection
-// has nothing more to say.
+// multiplexer serves, the frame after it (the call: an Open, a Request
+// or a Shutdown). Anything else first, a refused Hello and a read error
+// give false: the connection has nothing more to say.
 func (s *Server) greet(w *muxproto.Writer, r *muxproto.Reader) (muxproto.Frame, bool) {
 	f, err := r.Read()
 	if err != nil {
 		return f, false
 	}
-	switch f.Type {
-	case muxproto.TypeShutdown:
-		s.shutdown("shutdown")
-		_ = w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "shutdown"})
-		return f, false
-	case muxproto.TypeHello:
-	default:
+	if f.Type != muxproto.TypeHello {
+		// A Shutdown too: it needs the Hello that names this job and
+		// its pod, as every other call does.
+		fmt.Fprintf(s.Log, "warmpod mux: refused a %s without a hello\n", f.Type)
 		refuseCall(w, "a call begins with hello, not %s", f.Type)
 		return f, false
 	}
