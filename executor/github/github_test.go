@@ -239,8 +239,9 @@ func TestPrepareJobClaimsAWarmPodAndBringsWorkIn(t *testing.T) {
 	assert.Equal(t, map[string]string{"8080": "8080"}, resp.Context.Container.Ports)
 	require.Len(t, f.starts, 1)
 	assert.Equal(t, resp.State.Job, f.starts[0].ID)
-	assert.Equal(t, []control.JobVariable{{Key: "CONTAINER_LEVEL", Value: "from-container-env-9f"}, {Key: "HOME", Value: "/github/home"}}, f.starts[0].Variables,
-		"the container's environment on job start's stdin, a name warmpod cannot export left out")
+	assert.Equal(t, []control.JobVariable{{Key: "CI", Value: "true"}, {Key: "CONTAINER_LEVEL", Value: "from-container-env-9f"},
+		{Key: "GITHUB_ACTIONS", Value: "true"}, {Key: "HOME", Value: "/github/home"}}, f.starts[0].Variables,
+		"the container's environment on job start's stdin with GITHUB_ACTIONS and CI, a name warmpod cannot export left out")
 	assert.Contains(t, errb.String(), `"bad-name" is not a POSIX name`)
 	for _, a := range f.execs {
 		assert.NotContains(t, strings.Join(a, " "), "from-container-env-9f", "no variable in argv")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -60,7 +61,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	}
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
 	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
-	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(c.EnvironmentVariables), Owner: owner}
+	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(actionsEnv(c.EnvironmentVariables)), Owner: owner}
 	early := h.Mux.Early(muxKey(st))
 	defer early.Close()
 	core := h.core(nil)
@@ -102,6 +103,24 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 		resp.Context.Services = append(resp.Context.Services, ResponseContainer{ID: pod.Name, Ports: ports(s.PortMappings)})
 	}
 	return resp, nil
+}
+
+// actionsEnv is env, a container's environment from the runner, with the
+// two variables GitHub documents as always set in a job: GITHUB_ACTIONS
+// ("true", whatever the workflow said) and CI ("true" unless the
+// workflow set CI itself). The runner does not put them in the hook's
+// input: its Docker path adds them when it creates a container
+// (DockerCommandManager), the upstream k8s hook in prepare_job
+// (createContainerSpec) and run_container_step, for the job container and
+// every service. A fresh map: env is the input's.
+func actionsEnv(env map[string]string) map[string]string {
+	out := make(map[string]string, len(env)+2)
+	maps.Copy(out, env)
+	out["GITHUB_ACTIONS"] = "true"
+	if _, ok := env["CI"]; !ok {
+		out["CI"] = "true"
+	}
+	return out
 }
 
 // variables turns a container's environment into job variables, sorted by
@@ -160,13 +179,9 @@ func sidecar(i int, s Container) corev1.Container {
 	if len(s.EntryPointArgs) > 0 {
 		c.Args = s.EntryPointArgs
 	}
-	keys := make([]string, 0, len(s.EnvironmentVariables))
-	for k := range s.EnvironmentVariables {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: s.EnvironmentVariables[k]})
+	env := actionsEnv(s.EnvironmentVariables)
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		c.Env = append(c.Env, corev1.EnvVar{Name: k, Value: env[k]})
 	}
 	for _, pm := range s.PortMappings {
 		if n, err := strconv.Atoi(containerPort(pm)); err == nil && n > 0 && n < 65536 {
@@ -239,7 +254,7 @@ func (h *Hook) runContainerStep(ctx context.Context, job *State, c Container, ca
 		// No stage runs in the job's own pod meanwhile: keep its lease.
 		defer core.KeepAlive(ctx, job.Pod, job.Job)()
 	}
-	pod, err := core.Acquire(ctx, p, warm, executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(c.EnvironmentVariables), Owner: owner})
+	pod, err := core.Acquire(ctx, p, warm, executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(actionsEnv(c.EnvironmentVariables)), Owner: owner})
 	if err != nil {
 		return err
 	}
