@@ -85,6 +85,22 @@ func (d debugWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// warningWriter turns each line written to it into a ::warning:: workflow
+// command: shown in the job's log and its annotations at the default
+// level, for what the operator must fix.
+type warningWriter struct{ w io.Writer }
+
+func (d warningWriter) Write(p []byte) (int, error) {
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if l != "" {
+			if _, err := fmt.Fprintf(d.w, "::warning::%s\n", l); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(p), nil
+}
+
 // core is the CI-neutral executor for this command; with the job's state
 // its execs into the job's pod go through the job's multiplexer when it
 // answers.

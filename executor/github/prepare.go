@@ -65,7 +65,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	early := h.Mux.Early(muxKey(st))
 	defer early.Close()
 	core := h.core(nil)
-	core.Attach = early.Attacher(h.Cluster, st.Job, core.Log)
+	core.Attach = early.Attacher(h.Cluster, st.Job, core.Log, warningWriter{h.Stderr})
 	pod, err := core.Acquire(ctx, p, warm, job)
 	if err != nil {
 		return nil, err

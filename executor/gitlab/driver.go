@@ -249,7 +249,7 @@ func (d *Driver) Prepare(ctx context.Context) error {
 		}
 	}
 	c := d.core(job, nil)
-	c.Attach = early.Attacher(d.Cluster, job.ID, d.Stdout)
+	c.Attach = early.Attacher(d.Cluster, job.ID, d.Stdout, d.Stdout)
 	pod, err := c.Acquire(ctx, p, warm, ej)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -107,7 +108,7 @@ type pending struct {
 
 func spawn(argv, env []string, sock string) (*pending, error) {
 	if len(sock) > maxSockPath {
-		return nil, fmt.Errorf("socket path %s is longer than %d bytes", sock, maxSockPath)
+		return nil, fmt.Errorf("%w: socket path %s is longer than %d bytes; fix: point --state-dir at a shorter path", ErrStateDir, sock, maxSockPath)
 	}
 	if err := PrivateDir(filepath.Dir(sock)); err != nil {
 		return nil, err
@@ -170,19 +171,57 @@ func (p *pending) cancel() {
 	p.ready.Close()
 }
 
-// PrivateDir makes dir (0700) unless it exists, and checks it is a
-// directory of this uid that no one else may enter.
-func PrivateDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
+// ErrStateDir is the state directory the multiplexer cannot use (its
+// mode, its owner, a socket path in it too long): the operator's to fix.
+// Without a multiplexer every call of the job execs directly, and each
+// stage is 2–10× slower, so the drivers say it at the CI system's default
+// log level ([Early.Attacher]).
+var ErrStateDir = errors.New("the multiplexer's state directory is unusable")
+
+// DirError is a state directory that is not private to this uid. Its
+// message says how to fix it.
+type DirError struct {
+	Dir  string
+	Mode fs.FileMode
+	UID  int // its owner
+}
+
+func (e *DirError) Error() string {
+	fix := "chmod 700 " + e.Dir
+	if e.UID != os.Getuid() || !e.Mode.IsDir() {
+		fix = fmt.Sprintf("point --state-dir at a directory of uid %d's own (in its home, say), or remove %s and let the driver make it", os.Getuid(), e.Dir)
 	}
+	return fmt.Sprintf("state directory %s is %v of uid %d; the multiplexer needs a directory of uid %d with mode 0700; fix: %s",
+		e.Dir, e.Mode, e.UID, os.Getuid(), fix)
+}
+
+// Unwrap makes a DirError an ErrStateDir.
+func (e *DirError) Unwrap() error { return ErrStateDir }
+
+// PrivateDir makes dir with mode 0700 (whatever the umask) when it does
+// not exist, and checks that it is a directory of this uid that no one
+// else may enter: *DirError otherwise. An existing directory is never
+// changed: its mode may be someone's choice, and another uid's is not
+// ours to take.
+func PrivateDir(dir string) error {
 	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(dir, 0o700); err == nil {
+			err = os.Chmod(dir, 0o700)
+		}
+		if err == nil {
+			fi, err = os.Lstat(dir)
+		}
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", ErrStateDir, err)
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
-		return fmt.Errorf("state directory %s must be a directory of uid %d with mode 0700 (it is %v)", dir, os.Getuid(), fi.Mode())
+	if !ok {
+		return fmt.Errorf("%w: %s: no owner", ErrStateDir, dir)
+	}
+	if !fi.IsDir() || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
+		return &DirError{Dir: dir, Mode: fi.Mode(), UID: int(st.Uid)}
 	}
 	return nil
 }
@@ -344,6 +383,9 @@ type Early struct {
 	key string
 	p   *pending // nil once used
 	err error
+	// warned: the state directory's problem was said (once per job; the
+	// core calls Attach from one goroutine, one pod after another).
+	warned bool
 }
 
 // Close ends the process if no pod was handed to it.
@@ -370,15 +412,24 @@ func (e *Early) start(job string, pod pool.Pod) error {
 // the early process, another pod (the first did not take the job) a new
 // one; the job is started through it, and a pod that does not take the
 // job gets its multiplexer stopped. A multiplexer that does not start is
-// said on log, and the job goes direct. Nil e returns nil (no Attach).
-func (e *Early) Attacher(cl executor.Cluster, job string, log io.Writer) func(pool.Pod) (executor.Cluster, func(bool)) {
+// said on log, and the job goes direct; one that cannot start for its
+// state directory (ErrStateDir) is said once on warn instead, with the
+// fix: warn is the CI system's default log level, since the job is
+// slower for it until someone acts. Nil e returns nil (no Attach).
+func (e *Early) Attacher(cl executor.Cluster, job string, log, warn io.Writer) func(pool.Pod) (executor.Cluster, func(bool)) {
 	if e == nil {
 		return nil
 	}
 	l, key := e.l, e.key
 	return func(pod pool.Pod) (executor.Cluster, func(bool)) {
 		if err := e.start(job, pod); err != nil {
-			fmt.Fprintf(log, "warmpod: no multiplexer for the job (%v): every call execs directly\n", err)
+			switch {
+			case !errors.Is(err, ErrStateDir):
+				fmt.Fprintf(log, "warmpod: no multiplexer for the job (%v): every call execs directly\n", err)
+			case !e.warned:
+				e.warned = true
+				fmt.Fprintf(warn, "warmpod: no multiplexer for the job, so every call execs directly and each stage is slower: %v\n", err)
+			}
 			return cl, func(bool) {}
 		}
 		return l.Wrap(cl, key, job, pod, log), func(ok bool) {

@@ -485,3 +485,53 @@ func TestShutdownNeedsTheJobsHello(t *testing.T) {
 	Stop(sock, "j1", testPod, nil)
 	assert.Equal(t, "shutdown", <-reason, "its own job's Hello and a Shutdown stop it")
 }
+
+// A state directory the multiplexer cannot use is said once per job on
+// the warning writer, with its fix; a missing one is made 0700.
+func TestTheStateDirectory(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		warn  string // "" = usable
+	}{
+		{"missing: made 0700", func(t *testing.T, dir string) {}, ""},
+		{"0755", func(t *testing.T, dir string) { require.NoError(t, os.Mkdir(dir, 0o755)) }, "fix: chmod 700 "},
+		{"another uid's", func(t *testing.T, dir string) {
+			if os.Getuid() != 0 {
+				t.Skip("chown needs root")
+			}
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			require.NoError(t, os.Chown(dir, 65534, 65534))
+		}, "fix: point --state-dir at a directory of uid 0's own"},
+		{"a file", func(t *testing.T, dir string) { require.NoError(t, os.WriteFile(dir, nil, 0o600)) }, "fix: point --state-dir"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "a", "state")
+			require.NoError(t, os.MkdirAll(filepath.Dir(dir), 0o755))
+			tc.setup(t, dir)
+			// A binary that exits at once: the multiplexer never listens.
+			l := &Launcher{Argv: []string{"/bin/true"}, Dir: dir}
+			e := l.Early("k")
+			defer e.Close()
+			var log, warn bytes.Buffer
+			attach := e.Attacher(&fakePod{}, "j1", &log, &warn)
+			for range 2 { // a second pod: the first did not take the job
+				cl, _ := attach(testPod)
+				_, viaMux := cl.(*Cluster)
+				assert.False(t, viaMux, "no multiplexer: direct")
+			}
+			if tc.warn == "" {
+				fi, err := os.Stat(dir)
+				require.NoError(t, err)
+				assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+				assert.Empty(t, warn.String())
+				assert.Contains(t, log.String(), "did not start", "the stand-in binary exits at once")
+				return
+			}
+			assert.Equal(t, 1, strings.Count(warn.String(), "\n"), "once per job: %s", warn.String())
+			assert.Contains(t, warn.String(), "every call execs directly")
+			assert.Contains(t, warn.String(), tc.warn)
+			assert.Empty(t, log.String(), "said on warn, not on the debug log")
+		})
+	}
+}
