@@ -239,6 +239,9 @@ func (d *Driver) Prepare(ctx context.Context) error {
 		}
 	}
 	p, warm := pickPool(set, job.Image, svcs)
+	if err := checkHelper(d.Env, p); err != nil {
+		return &SystemError{Err: err}
+	}
 	if warm && p.Stale() {
 		fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the driver read the pools from the cluster\n", pool.LabelConfig, p.FileHash, p.Hash)
 	}
