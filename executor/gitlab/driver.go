@@ -32,6 +32,9 @@ type Cluster interface {
 	// Resize changes the pod's build container's cpu and memory in place
 	// and waits until the kubelet has applied it ([pool.Cluster.Resize]).
 	Resize(ctx context.Context, p pool.Pod, res corev1.ResourceRequirements, timeout time.Duration) error
+	// Nodes lists the nodes a template's pods may run on, with what each
+	// can allocate ([pool.Cluster.Nodes]).
+	Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]pool.Node, error)
 }
 
 // Config is the driver's configuration (flags of warmpod-gitlab).
@@ -247,7 +250,7 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	}
 	ej := executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job)}
 	if res != nil {
-		if warm, err = d.fitResources(&ej, p, warm, res); err != nil {
+		if warm, err = d.fitResources(ctx, &ej, p, warm, res); err != nil {
 			return err
 		}
 	}
@@ -360,9 +363,10 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 // pod when the resize is refused, infeasible or not applied within
 // ResizeTimeout. A change the kubelet cannot make in place (ephemeral
 // storage) skips the warm pool. It returns whether to claim warm; an
-// error (a request above its limit once merged with the pool's) before
-// anything is claimed.
-func (d *Driver) fitResources(ej *executor.Job, p pool.Pool, warm bool, res *corev1.ResourceRequirements) (bool, error) {
+// error before anything is claimed: a request above its limit once merged
+// with the pool's, or a pod no node of the pool can ever hold
+// ([Driver.nodesFit]).
+func (d *Driver) fitResources(ctx context.Context, ej *executor.Job, p pool.Pool, warm bool, res *corev1.ResourceRequirements) (bool, error) {
 	var have corev1.ResourceRequirements
 	if c := p.BuildContainer(&p.Template); c != nil {
 		have = c.Resources
@@ -376,6 +380,9 @@ func (d *Driver) fitResources(ej *executor.Job, p pool.Pool, warm bool, res *cor
 			c.Resources = want
 		}
 	})
+	if err := d.nodesFit(ctx, cold); err != nil {
+		return false, err
+	}
 	ej.Cold = &cold
 	inPlace, needCold := resizeNeeds(have, res)
 	if needCold {

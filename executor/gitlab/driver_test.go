@@ -40,6 +40,17 @@ type fakeCluster struct {
 	resized []string
 	// coldPools records the pools CreateCold made pods from.
 	coldPools []pool.Pool
+	// nodes and nodesErr answer Nodes; nodesAsked counts the calls.
+	nodes      []pool.Node
+	nodesErr   error
+	nodesAsked int
+}
+
+func (f *fakeCluster) Nodes(context.Context, *corev1.PodTemplateSpec) ([]pool.Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nodesAsked++
+	return f.nodes, f.nodesErr
 }
 
 func (f *fakeCluster) Pools(context.Context) (*pool.Set, error) {

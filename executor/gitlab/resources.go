@@ -1,10 +1,15 @@
 package gitlab
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/warmpod/warmpod/executor/pool"
 )
 
 // Bounds are the highest values a job may ask for its build container
@@ -169,4 +174,59 @@ func requestsWithinLimits(r corev1.ResourceRequirements) error {
 		}
 	}
 	return nil
+}
+
+// nodesFit refuses, before anything is claimed, a job whose pod (c's
+// template, the job's resources in its build container) requests more
+// than any node of the pool can allocate: the kubelet would call the
+// resize of every warm pod Infeasible and no cold pod would ever be
+// scheduled, so claiming one only burns the pool. When the nodes cannot
+// be read (nodes are cluster-scoped: the driver's account needs the
+// ClusterRole of deploy/gitlab-rbac.yaml) it says so once in the trace
+// and leaves the check to the --*-overwrite-max-allowed bounds.
+func (d *Driver) nodesFit(ctx context.Context, c pool.Pool) error {
+	req := pool.PodRequests(&c.Template.Spec)
+	nodes, err := d.Cluster.Nodes(ctx, &c.Template)
+	if err != nil {
+		hint := ""
+		if apierrors.IsForbidden(err) {
+			hint = ": the driver's account needs get and list on nodes, the ClusterRole warmpod-gitlab-nodes of deploy/gitlab-rbac.yaml"
+		}
+		fmt.Fprintf(d.Stdout, "warmpod: cannot read the nodes of pool %s (%v)%s; the job's resources are checked against the --*-overwrite-max-allowed bounds only\n", c.Name, err, hint)
+		return nil
+	}
+	if len(nodes) == 0 {
+		fmt.Fprintf(d.Stdout, "warmpod: no node matches pool %s's nodeName and nodeSelector; the job's resources are checked against the --*-overwrite-max-allowed bounds only\n", c.Name)
+		return nil
+	}
+	for _, n := range nodes {
+		if n.Fits(req) {
+			return nil
+		}
+	}
+	var have []string
+	for i, n := range nodes {
+		if i == 3 {
+			have = append(have, fmt.Sprintf("and %d more", len(nodes)-i))
+			break
+		}
+		have = append(have, n.Name+": "+list(n.Allocatable, req))
+	}
+	return &SystemError{Err: fmt.Errorf("the job's pod would request %s, more than any node of pool %s can allocate (%s): no pod of the pool can run it; ask for less",
+		list(req, req), c.Name, strings.Join(have, "; "))}
+}
+
+// list is the quantities of l that only names, "cpu=2 memory=4Gi", in
+// that order (the figures a node-fit message compares).
+func list(l, only corev1.ResourceList) string {
+	var parts []string
+	for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
+		if _, ok := only[n]; !ok {
+			continue
+		}
+		if q, ok := l[n]; ok {
+			parts = append(parts, fmt.Sprintf("%s=%s", n, q.String()))
+		}
+	}
+	return strings.Join(parts, " ")
 }
