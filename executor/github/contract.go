@@ -61,6 +61,11 @@ type Container struct {
 	PortMappings         []string          `json:"portMappings"`
 	SystemMountVolumes   []Mount           `json:"systemMountVolumes"`
 	UserMountVolumes     []Mount           `json:"userMountVolumes"`
+	// ContextName is a service's label (`services: LABEL:`), which
+	// hooklib's ServiceContainerInfo declares but actions/runner does not
+	// send (HookInput.cs has no such field; actions/runner#2783): empty
+	// from today's runner. When set, the service is reachable by it.
+	ContextName string `json:"contextName,omitempty"`
 }
 
 // PrepareJobArgs are prepare_job's args.

@@ -53,6 +53,9 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	if err != nil {
 		return nil, err
 	}
+	if _, dropped := serviceHostnames(args.Services); len(dropped) > 0 {
+		fmt.Fprintf(h.Stderr, "::warning::warmpod: service names %q are not DNS names: the job's steps cannot reach the services by them\n", dropped)
+	}
 	if warm && p.Stale() {
 		fmt.Fprintf(h.Stderr, "::warning::warmpod: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it\n", pool.LabelConfig, p.FileHash, p.Hash)
 	}
@@ -144,10 +147,12 @@ func (h *Hook) variables(env map[string]string) []control.JobVariable {
 }
 
 // pickPool chooses the pool for a job container of image with services:
-// a pool whose warmpod container runs image and whose other containers
-// are exactly the services' images, in order, is claimed warm. Otherwise
-// the job gets a cold pod of the pool of its image (or the default pool,
-// the image swapped in) whose sidecars are the job's services.
+// a pool whose warmpod container runs image, whose other containers are
+// exactly the services' images, in order, and whose template maps the
+// services' names to 127.0.0.1 (serviceHostnames) is claimed warm.
+// Otherwise the job gets a cold pod of the pool of its image (or the
+// default pool, the image swapped in) whose sidecars are the job's
+// services, their names in its hostAliases.
 func pickPool(set *pool.Set, image string, services []Container) (pool.Pool, bool, error) {
 	var want []string
 	for _, s := range services {
@@ -156,8 +161,9 @@ func pickPool(set *pool.Set, image string, services []Container) (pool.Pool, boo
 		}
 		want = append(want, s.Image)
 	}
+	names, _ := serviceHostnames(services)
 	for _, p := range set.Pools {
-		if p.Image == image && slices.Equal(p.Sidecars(), want) {
+		if p.Image == image && slices.Equal(p.Sidecars(), want) && resolvesLocally(p, names) {
 			return p, true, nil
 		}
 	}
@@ -166,7 +172,7 @@ func pickPool(set *pool.Set, image string, services []Container) (pool.Pool, boo
 	for i, s := range services {
 		sidecars = append(sidecars, sidecar(i, s))
 	}
-	return p.WithSidecars(sidecars), false, nil
+	return withHostnames(p.WithSidecars(sidecars), names), false, nil
 }
 
 // sidecar is the container of service i: its image, environment, ports,
