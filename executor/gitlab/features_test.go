@@ -154,7 +154,7 @@ func TestOverwrites(t *testing.T) {
 		err   string
 	}{
 		{"nothing asked", Env{}, "", 0, ""},
-		{"no bound, no overwrite", Env{"CUSTOM_ENV_KUBERNETES_CPU_LIMIT": "2", "CUSTOM_ENV_KUBERNETES_MEMORY_REQUEST": "1Gi"}, "", 0, ""},
+		{"no bound, no overwrite, one note each", Env{"CUSTOM_ENV_KUBERNETES_CPU_LIMIT": "2", "CUSTOM_ENV_KUBERNETES_MEMORY_REQUEST": "1Gi"}, "", 2, ""},
 		{"within the bounds", Env{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "500m", "CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT": "256Mi"}, "requests cpu=500m, limits memory=256Mi", 2, ""},
 		{"at the bound", Env{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "1000m"}, "requests cpu=1", 1, ""},
 		{"ephemeral storage", Env{"CUSTOM_ENV_KUBERNETES_EPHEMERAL_STORAGE_REQUEST": "1Gi"}, "requests ephemeral-storage=1Gi", 1, ""},
@@ -181,6 +181,31 @@ func TestOverwrites(t *testing.T) {
 	}
 	assert.Error(t, Bounds{CPULimit: "two"}.Validate())
 	assert.NoError(t, bounds.Validate())
+}
+
+// A variable its flag does not allow is ignored, as the Kubernetes
+// executor ignores it, and the trace says so, naming the flag.
+func TestOverwritesIgnoredSayWhichFlag(t *testing.T) {
+	env := Env{}
+	for _, o := range overwrites {
+		env["CUSTOM_ENV_"+o.variable] = "1"
+	}
+	res, notes, err := Overwrites(env, Bounds{CPURequest: "2"})
+	require.NoError(t, err)
+	require.NotNil(t, res)
+	assert.Equal(t, []string{
+		`"CPURequest" overwritten with "1"`,
+		`KUBERNETES_MEMORY_REQUEST="1" ignored: warmpod-gitlab prepare runs without --memory-request-overwrite-max-allowed, which would allow it`,
+		`KUBERNETES_EPHEMERAL_STORAGE_REQUEST="1" ignored: warmpod-gitlab prepare runs without --ephemeral-storage-request-overwrite-max-allowed, which would allow it`,
+		`KUBERNETES_CPU_LIMIT="1" ignored: warmpod-gitlab prepare runs without --cpu-limit-overwrite-max-allowed, which would allow it`,
+		`KUBERNETES_MEMORY_LIMIT="1" ignored: warmpod-gitlab prepare runs without --memory-limit-overwrite-max-allowed, which would allow it`,
+		`KUBERNETES_EPHEMERAL_STORAGE_LIMIT="1" ignored: warmpod-gitlab prepare runs without --ephemeral-storage-limit-overwrite-max-allowed, which would allow it`,
+	}, notes)
+
+	d, out := resizeDriver(t, &fakeCluster{warm: []pool.Pod{{Name: "w1", Pool: "alpine", Bin: "/wp/warmpod"}}},
+		map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_LIMIT": "2"})
+	require.NoError(t, d.Prepare(context.Background()))
+	assert.Contains(t, out.String(), "warmpod: KUBERNETES_CPU_LIMIT=\"2\" ignored: warmpod-gitlab prepare runs without --cpu-limit-overwrite-max-allowed")
 }
 
 func resizeDriver(t *testing.T, fc *fakeCluster, env map[string]string) (*Driver, *bytes.Buffer) {

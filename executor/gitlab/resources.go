@@ -57,9 +57,18 @@ func (b Bounds) Validate() error {
 	return nil
 }
 
+// flag is the warmpod-gitlab flag that bounds o's variable, and so
+// allows it: KUBERNETES_CPU_LIMIT → --cpu-limit-overwrite-max-allowed.
+func (o overwrite) flag() string {
+	v := strings.ToLower(strings.TrimPrefix(o.variable, "KUBERNETES_"))
+	return "--" + strings.ReplaceAll(v, "_", "-") + "-overwrite-max-allowed"
+}
+
 // Overwrites reads the job's overwrite variables under bounds: the
 // requests and limits the job asks for (nil when it asks for none that a
-// bound allows), and one trace line per value taken. Errors, as the
+// bound allows), and one trace line per value taken and per value ignored
+// (a variable set without its bound's flag: the job would otherwise not
+// know that its KUBERNETES_CPU_LIMIT did nothing). Errors, as the
 // Kubernetes executor's: a value that is not a quantity; a value above its
 // bound ("the resource "CPURequest" requested "4" is higher than limit
 // allowed "2"").
@@ -68,7 +77,11 @@ func Overwrites(e Env, b Bounds) (*corev1.ResourceRequirements, []string, error)
 	var notes []string
 	for _, o := range overwrites {
 		bound, v := o.bound(b), e["CUSTOM_ENV_"+o.variable]
-		if bound == "" || v == "" {
+		if v == "" {
+			continue
+		}
+		if bound == "" {
+			notes = append(notes, fmt.Sprintf("%s=%q ignored: warmpod-gitlab prepare runs without %s, which would allow it", o.variable, v, o.flag()))
 			continue
 		}
 		max, err := resource.ParseQuantity(bound)
