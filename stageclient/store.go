@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/internal/fsuser"
 	"github.com/warmpod/warmpod/putfile"
 )
 
@@ -44,25 +45,29 @@ func putScript(st *control.Response, name string, r io.Reader, size int64, diges
 	if !control.ValidStageName(name) {
 		return "", fmt.Errorf("%w: stage name %q: want [A-Za-z0-9][A-Za-z0-9._-]*, at most %d bytes", putfile.ErrBadInput, name, control.MaxStageName)
 	}
-	uid, gid := -1, -1
-	if st.User != "" {
-		cred, err := control.ParseUser(st.User)
-		if err != nil {
-			return "", fmt.Errorf("job user: %v", err)
-		}
-		uid, gid = int(cred.Uid), int(cred.Gid)
-	}
 	dir := filepath.Join(st.JobDir, "scripts")
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return "", err
+	path := filepath.Join(dir, name)
+	put := func() error {
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		return putfile.Put(path, io.LimitReader(r, size), size, digest, putfile.Options{Mode: 0o500, UID: -1, GID: -1})
 	}
-	if uid >= 0 {
-		if err := os.Lchown(dir, uid, gid); err != nil {
+	if st.User == "" {
+		if err := put(); err != nil {
 			return "", err
 		}
+		return path, nil
 	}
-	path := filepath.Join(dir, name)
-	if err := putfile.Put(path, io.LimitReader(r, size), size, digest, putfile.Options{Mode: 0o500, UID: uid, GID: gid}); err != nil {
+	cred, err := control.ParseUser(st.User)
+	if err != nil {
+		return "", fmt.Errorf("job user: %v", err)
+	}
+	// The job's directory is the job user's (0700): the script is stored
+	// as that user (package fsuser), so it is theirs from birth and this
+	// root client needs neither CAP_CHOWN nor CAP_DAC_OVERRIDE, which a
+	// pod that drops them does not have.
+	if err := fsuser.Do(int(cred.Uid), int(cred.Gid), put); err != nil {
 		return "", err
 	}
 	return path, nil

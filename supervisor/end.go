@@ -194,7 +194,18 @@ func (s *Supervisor) wipeCleanupPaths(j *job) {
 		return
 	}
 	protect := []string{filepath.Dir(s.cfg.JobsDir), s.cfg.JobsDir, s.cfg.LogsDir}
-	n, err := jobspec.WipeCleanupPaths(patterns, protect)
+	var n int
+	if s.cfg.JobUser != nil {
+		// First as the job user, who may remove what it made in its own
+		// directories (PID 1 needs no CAP_DAC_OVERRIDE for that), then as
+		// PID 1 for the rest (entries of root's directories).
+		_ = s.asJobUser(func() error {
+			n, _ = jobspec.WipeCleanupPaths(patterns, protect)
+			return nil
+		})
+	}
+	m, err := jobspec.WipeCleanupPaths(patterns, protect)
+	n += m
 	if err != nil {
 		s.log.Error("cleanup paths not fully wiped", "job", j.id, "removed", n, "error", err)
 		return
@@ -208,10 +219,24 @@ func (s *Supervisor) removeJobFiles(id string) {
 	if id == "" {
 		return
 	}
-	if err := jobspec.RemoveFiles(filepath.Join(s.cfg.JobsDir, id)); err != nil {
-		s.log.Error("cannot remove job directory", "job", id, "error", err)
-	}
+	s.removeJobDir(id)
 	if err := os.Remove(filepath.Join(s.cfg.LogsDir, id+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.log.Error("cannot remove job log", "job", id, "error", err)
+	}
+}
+
+// removeJobDir removes the job's directory, its file variables zeroed
+// first (jobspec.RemoveFiles): as the job user when there is one (the
+// directory is theirs, 0700: PID 1 needs no CAP_DAC_OVERRIDE), then as
+// PID 1 for whatever that left (with CAP_DAC_OVERRIDE, also what the job
+// user made unreadable to itself). A missing directory is no error.
+func (s *Supervisor) removeJobDir(id string) {
+	dir := filepath.Join(s.cfg.JobsDir, id)
+	err := s.asJobUser(func() error { return jobspec.RemoveFiles(dir) })
+	if err != nil && s.cfg.JobUser != nil {
+		err = jobspec.RemoveFiles(dir)
+	}
+	if err != nil {
+		s.log.Error("cannot remove job directory", "job", id, "error", err)
 	}
 }

@@ -167,17 +167,18 @@ func (s *Supervisor) prepareJob(j *job) error {
 	if err := os.MkdirAll(s.cfg.JobsDir, 0o711); err != nil {
 		return err
 	}
-	if err := j.spec.WriteFiles(j.dir); err != nil {
-		return err
-	}
-	tmp := filepath.Join(j.dir, "tmp")
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		return err
-	}
-	if u := s.cfg.JobUser; u != nil {
-		if err := chownTree(j.dir, int(u.Uid), int(u.Gid)); err != nil {
+	// A job user can create entries in the jobs directory: one it left
+	// under this job's name in an earlier job must not fail this start.
+	s.removeJobDir(j.id)
+	// The job's directory, its file variables and TMPDIR are made as the
+	// job user (asJobUser): theirs from birth, no chown.
+	if err := s.asJobUser(func() error {
+		if err := j.spec.WriteFiles(j.dir); err != nil {
 			return err
 		}
+		return os.Mkdir(filepath.Join(j.dir, "tmp"), 0o700)
+	}); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(s.cfg.LogsDir, 0o700); err != nil {
 		return err
@@ -199,15 +200,4 @@ func (s *Supervisor) jobEnv(j *job) []string {
 		env = append(env, "TMPDIR="+filepath.Join(j.dir, "tmp"))
 	}
 	return env
-}
-
-// chownTree gives dir and everything below it to uid:gid, never following
-// a symbolic link (the job user's directory, written by PID 1).
-func chownTree(dir string, uid, gid int) error {
-	return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
 }

@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/warmpod/warmpod/internal/fsuser"
 	"github.com/warmpod/warmpod/lease"
 	"github.com/warmpod/warmpod/podapi"
 	"github.com/warmpod/warmpod/shellproxy"
@@ -206,14 +207,23 @@ func (s *Supervisor) Run(ctx context.Context, sigs <-chan os.Signal) int {
 // prepareDirs creates the jobs directory (0711: a job user may traverse
 // to its own job directory) and the logs directory (0700) before any job
 // code runs, owned by PID 1, whatever a writable emptyDir held before.
+// With a job user the jobs directory is 01770 and its group the job
+// user's (jobsDirMode), so PID 1 can make each job's directory as that
+// user without CAP_CHOWN.
 func (s *Supervisor) prepareDirs() {
+	jobsMode, jobsGid := s.jobsDirMode()
 	for _, d := range []struct {
 		path string
 		mode os.FileMode
-	}{{s.cfg.JobsDir, 0o711}, {s.cfg.LogsDir, 0o700}} {
+		gid  int
+	}{{s.cfg.JobsDir, jobsMode, jobsGid}, {s.cfg.LogsDir, 0o700, os.Getegid()}} {
 		err := os.MkdirAll(d.path, d.mode)
-		if err == nil {
-			err = os.Lchown(d.path, os.Geteuid(), os.Getegid())
+		if err == nil && d.gid == os.Getegid() {
+			err = os.Lchown(d.path, os.Geteuid(), d.gid)
+		} else if err == nil {
+			// Root may give its own directory to a group it is a member
+			// of without CAP_CHOWN: fsuser makes it one, on one thread.
+			err = fsuser.Do(0, d.gid, func() error { return os.Lchown(d.path, os.Geteuid(), d.gid) })
 		}
 		if err == nil {
 			err = os.Chmod(d.path, d.mode)
@@ -222,4 +232,29 @@ func (s *Supervisor) prepareDirs() {
 			s.log.Warn("cannot prepare directory", "path", d.path, "error", err)
 		}
 	}
+}
+
+// jobsDirMode is the jobs directory's mode and group: 0711 and PID 1's
+// group; with a job user 01770 and the job user's group, so that the job
+// user (the only member of that group that runs in the pod besides PID 1)
+// may create its job's directory there and remove it (os.RemoveAll reads
+// the parent: the names it sees are its own jobs'), and cannot remove or
+// rename what it does not own (sticky).
+func (s *Supervisor) jobsDirMode() (os.FileMode, int) {
+	if u := s.cfg.JobUser; u != nil {
+		return 0o770 | os.ModeSticky, int(u.Gid)
+	}
+	return 0o711, os.Getegid()
+}
+
+// asJobUser runs fn with the job user's file-system identity when there
+// is one (package fsuser: what fn creates is the job user's, without
+// CAP_CHOWN, and it may remove what the job user made without
+// CAP_DAC_OVERRIDE), else as PID 1.
+func (s *Supervisor) asJobUser(fn func() error) error {
+	u := s.cfg.JobUser
+	if u == nil {
+		return fn()
+	}
+	return fsuser.Do(int(u.Uid), int(u.Gid), fn)
 }
