@@ -66,13 +66,27 @@ const (
 	// server (its payload is the executor's, package executor/mux); the
 	// answer is a Stdout frame with the result, then Exit.
 	TypeRequest Type = 12
+	// Ping (host, channel 0): the stream's heartbeat, sent every few
+	// seconds while the stream is open, only to an attach whose Hello
+	// says Heartbeat. It is data in the stream, so every hop that times
+	// out an idle stream (a load balancer, the container runtime's
+	// stream_idle_timeout) sees it, where a WebSocket ping reaches the
+	// API server only. Its payload is at most 64 bytes, opaque.
+	TypePing Type = 13
+	// Pong (pod, channel 0): the answer to a Ping, with its payload, so
+	// that bytes cross in both directions.
+	TypePong Type = 14
 )
+
+// MaxPing bounds a Ping's payload; an attach answers a longer one with
+// nothing.
+const MaxPing = 64
 
 // String names the frame type as error messages do ("open", "exit";
 // "type-N" for a type this version does not know).
 func (t Type) String() string {
 	names := [...]string{1: "hello", 2: "open", 3: "stdin", 4: "stdin-eof", 5: "close", 6: "stdout",
-		7: "stderr", 8: "exit", 9: "accept", 10: "bye", 11: "shutdown", 12: "request"}
+		7: "stderr", 8: "exit", 9: "accept", 10: "bye", 11: "shutdown", 12: "request", 13: "ping", 14: "pong"}
 	if int(t) < len(names) && names[t] != "" {
 		return names[t]
 	}
@@ -103,11 +117,20 @@ type Frame struct {
 // Job is the job attach serves and PID is attach's pid in the pod; on a
 // socket the client names the Job and the pod (PodUID) it wants, and the
 // multiplexer refuses a mismatch.
+//
+// Heartbeat (attach only) says attach answers a Ping with a Pong. An
+// attach of an older warmpod does not say it and would end the stream on
+// a frame type it does not know: the multiplexer sends it no Ping, but an
+// empty Stdin frame on channel 0 instead, which every attach ignores (no
+// call has channel 0), so its stream is not idle either. The wire version
+// stays 1: a Hello without the field is the older attach, and an older
+// multiplexer ignores the field.
 type Hello struct {
-	Version int    `json:"version"`
-	Job     string `json:"job"`
-	PodUID  string `json:"pod_uid,omitempty"`
-	PID     int    `json:"pid,omitempty"`
+	Version   int    `json:"version"`
+	Job       string `json:"job"`
+	PodUID    string `json:"pod_uid,omitempty"`
+	PID       int    `json:"pid,omitempty"`
+	Heartbeat bool   `json:"heartbeat,omitempty"`
 }
 
 // Version is this package's wire version.

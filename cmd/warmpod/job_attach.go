@@ -104,7 +104,7 @@ type attachCall struct {
 }
 
 func (a *attacher) serve(ctx context.Context, in io.Reader) int {
-	if err := a.w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: a.job, PID: os.Getpid()}); err != nil {
+	if err := a.w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: a.job, PID: os.Getpid(), Heartbeat: true}); err != nil {
 		return control.ExitIOErr
 	}
 	readErr := make(chan error, 1)
@@ -189,6 +189,12 @@ func (a *attacher) handle(f muxproto.Frame) error {
 		default:
 			c.stdin.close()
 			_ = c.cmd.Process.Kill() // our child, not yet waited for (it is still in calls)
+		}
+	case muxproto.TypePing:
+		// The stream's heartbeat: answered at once, so that bytes cross
+		// both ways however long a stage is silent.
+		if len(f.Payload) <= muxproto.MaxPing {
+			_ = a.w.Write(muxproto.TypePong, 0, f.Payload)
 		}
 	case muxproto.TypeBye:
 		return io.EOF

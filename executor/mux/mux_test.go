@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,12 +30,22 @@ import (
 // and stdout) and whose other execs are the "direct" path. Commands, as
 // argv[2] (warmpod's names, so the client carries them; the fake's
 // behaviour): "put" copies stdin to stdout until StdinEOF and exits 0;
-// "status" exits with argv[3]; "wait" never ends; "logs" ends the whole
-// stream mid-call; "end" makes attach say the job ended.
+// "status" exits with argv[3]; "logs" ends the whole
+// stream mid-call; "end" makes attach say the job ended; "wait D" is
+// silent for D, then exits 0 ("wait" never ends).
+//
+// Its attach answers Pings when heartbeat is set; otherwise it is an
+// older attach, which ends the stream on a frame type it does not know.
+// With idleCut set, the stream is cut as an idle-timeout proxy would:
+// when nothing came from the host for that long.
 type fakePod struct {
 	executor.Cluster
 	attaches, direct atomic.Int32
 	deletes, lists   atomic.Int32
+	heartbeat        bool
+	idleCut          time.Duration
+	pings, noops     atomic.Int32 // Pings, and empty Stdin frames on channel 0
+	cuts             atomic.Int32
 }
 
 func (f *fakePod) Delete(ctx context.Context, p pool.Pod) error {
@@ -57,8 +68,14 @@ func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.
 	}
 	f.attaches.Add(1)
 	w := muxproto.NewWriter(stdout)
-	_ = w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: argv[4]})
+	_ = w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: argv[4], Heartbeat: f.heartbeat})
 	r := muxproto.NewReader(stdin)
+	if f.idleCut > 0 {
+		in := &idleReader{r: stdin, cut: make(chan struct{})}
+		r = muxproto.NewReader(in)
+		stop := in.watch(f.idleCut, &f.cuts)
+		defer stop()
+	}
 	argvOf := map[uint32][]string{}
 	for {
 		fr, err := r.Read()
@@ -66,6 +83,12 @@ func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.
 			return 0, nil
 		}
 		switch fr.Type {
+		case muxproto.TypePing:
+			if !f.heartbeat {
+				return 0, fmt.Errorf("unexpected %s frame from the host", fr.Type)
+			}
+			f.pings.Add(1)
+			_ = w.Write(muxproto.TypePong, 0, fr.Payload)
 		case muxproto.TypeOpen:
 			var o muxproto.Open
 			_ = json.Unmarshal(fr.Payload, &o)
@@ -86,8 +109,21 @@ func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.
 				_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Code: 0})
 				_ = w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "job-ended"})
 				return 0, nil
+			case "wait":
+				if len(o.Argv) < 4 {
+					continue // never ends
+				}
+				d, _ := time.ParseDuration(o.Argv[3])
+				go func(ch uint32) {
+					time.Sleep(d)
+					_ = w.WriteJSON(muxproto.TypeExit, ch, muxproto.Exit{Code: 0})
+				}(fr.Channel)
 			}
 		case muxproto.TypeStdin:
+			if fr.Channel == 0 && len(fr.Payload) == 0 {
+				f.noops.Add(1)
+				continue
+			}
 			if argvOf[fr.Channel][2] == "put" {
 				_ = w.Write(muxproto.TypeStdout, fr.Channel, fr.Payload)
 			}
@@ -532,6 +568,107 @@ func TestTheStateDirectory(t *testing.T) {
 			assert.Contains(t, warn.String(), "every call execs directly")
 			assert.Contains(t, warn.String(), tc.warn)
 			assert.Empty(t, log.String(), "said on warn, not on the debug log")
+		})
+	}
+}
+
+// idleReader is the host's side of a fake stream behind an idle-timeout
+// proxy: when no byte has come for the bound, the stream is cut (Read
+// fails) and the cut counted.
+type idleReader struct {
+	r    io.Reader
+	last atomic.Int64 // unix nanoseconds of the last byte
+	cut  chan struct{}
+}
+
+func (i *idleReader) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	if n > 0 {
+		i.last.Store(time.Now().UnixNano())
+	}
+	select {
+	case <-i.cut:
+		return 0, errors.New("cut: idle")
+	default:
+	}
+	return n, err
+}
+
+// watch cuts the stream after d without a byte; stop ends the watch.
+func (i *idleReader) watch(d time.Duration, cuts *atomic.Int32) (stop func()) {
+	i.last.Store(time.Now().UnixNano())
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d / 20)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if time.Since(time.Unix(0, i.last.Load())) > d {
+				cuts.Add(1)
+				close(i.cut)
+				if c, ok := i.r.(io.Closer); ok {
+					_ = c.Close()
+				}
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// A call silent for longer than the stream's idle timeout keeps its
+// stream when the heartbeat is on, whether attach answers it (a Ping) or
+// is an older one that would end the stream on a Ping (an empty Stdin on
+// channel 0). Without the heartbeat the idle stream is cut: the call
+// fails as a broken stream.
+func TestTheHeartbeatKeepsASilentStream(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		heartbeat time.Duration
+		answers   bool
+		cut       bool
+	}{
+		{"attach answers pings", 20 * time.Millisecond, true, false},
+		{"an older attach", 20 * time.Millisecond, false, false},
+		{"no heartbeat", -1, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sock := SocketPath(dir, "k")
+			ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+			require.NoError(t, err)
+			// The stream is cut after 1 s without a byte from the host;
+			// the call is silent for 2.5 s.
+			fp := &fakePod{heartbeat: tc.answers, idleCut: time.Second}
+			srv := &Server{Cluster: fp, Pod: testPod, Job: "j1", Heartbeat: tc.heartbeat}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { srv.Serve(ctx, ln); close(done) }()
+			defer func() { cancel(); <-done }()
+			_, err = client(sock, "j1", fp, io.Discard).Exec(context.Background(), testPod, []string{"w", "job", "wait", "2500ms"}, nil, io.Discard, io.Discard)
+			if tc.cut {
+				require.ErrorContains(t, err, "broke", "the idle stream was cut")
+				assert.Positive(t, fp.cuts.Load())
+				return
+			}
+			require.NoError(t, err)
+			assert.Zero(t, fp.cuts.Load(), "the stream was never idle")
+			assert.EqualValues(t, 1, fp.attaches.Load(), "one stream throughout")
+			if tc.answers {
+				assert.Positive(t, fp.pings.Load())
+				assert.Zero(t, fp.noops.Load())
+				srv.mu.Lock()
+				st := srv.stream
+				srv.mu.Unlock()
+				assert.Positive(t, st.pongs.Load(), "attach's answers came back")
+			} else {
+				assert.Zero(t, fp.pings.Load(), "no frame an older attach does not know")
+				assert.Positive(t, fp.noops.Load())
+			}
 		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,15 @@ const (
 	// pod for this long exits (the pod is gone, or the API server
 	// unreachable); the job's calls go direct meanwhile.
 	DefaultReattach = 10 * time.Second
+	// DefaultHeartbeat: how often the multiplexer sends a heartbeat on
+	// its stream into the pod (a Ping that attach answers). A stage that
+	// prints nothing for minutes leaves the stream idle otherwise, and a
+	// proxy or load balancer in front of the API server, or the container
+	// runtime's stream_idle_timeout, cuts an idle stream: client-go's
+	// WebSocket pings stop at the API server (Kubernetes 1.30+ exec over
+	// WebSocket), so they do not count beyond it. 10 s is below the
+	// shortest idle timeouts in use (20 s).
+	DefaultHeartbeat = 10 * time.Second
 )
 
 // Server is one job's multiplexer. Its fields are set before Serve.
@@ -59,6 +69,9 @@ type Server struct {
 	Log io.Writer
 	// Idle and Reattach bound its life (0: DefaultIdle, DefaultReattach).
 	Idle, Reattach time.Duration
+	// Heartbeat is the period of the stream's heartbeat (0:
+	// DefaultHeartbeat; negative: none).
+	Heartbeat time.Duration
 
 	attachMu sync.Mutex // one attach at a time; held without mu
 	mu       sync.Mutex
@@ -79,6 +92,10 @@ type podStream struct {
 	next   uint32
 	dead   chan struct{}
 	err    error // why it died, once dead is closed
+	// pong: attach answers a Ping (its Hello said Heartbeat); pongs
+	// counts its answers.
+	pong  bool
+	pongs atomic.Int64
 }
 
 // route is one call in the pod: frames for its channel go to the client
@@ -169,6 +186,9 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) string {
 	}
 	if s.Reattach <= 0 {
 		s.Reattach = DefaultReattach
+	}
+	if s.Heartbeat == 0 {
+		s.Heartbeat = DefaultHeartbeat
 	}
 	if s.Log == nil {
 		s.Log = io.Discard
@@ -308,12 +328,12 @@ func (s *Server) attach(ctx context.Context) (*podStream, error) {
 	}()
 	r := muxproto.NewReader(outR)
 	hello := make(chan error, 1)
+	var h muxproto.Hello // read once hello has its answer
 	go func() {
 		f, err := r.Read()
 		if err == nil && f.Type != muxproto.TypeHello {
 			err = fmt.Errorf("attach began with a %s frame", f.Type)
 		}
-		var h muxproto.Hello
 		if err == nil {
 			err = muxproto.Decode(f, &h)
 		}
@@ -336,8 +356,39 @@ func (s *Server) attach(ctx context.Context) (*podStream, error) {
 		_ = outR.Close()
 		return nil, errors.New("no hello from warmpod job attach")
 	}
+	st.pong = h.Heartbeat
 	go s.readPod(st, r, execDone)
+	go s.beat(st)
 	return st, nil
+}
+
+// beat sends st's heartbeat every Heartbeat until st dies: a Ping to an
+// attach that answers it, else an empty Stdin frame on channel 0, which
+// an attach of any version ignores (an older one ends the stream on a
+// frame type it does not know). Either is data in the stream, so no hop
+// between here and the pod finds it idle.
+func (s *Server) beat(st *podStream) {
+	if s.Heartbeat < 0 {
+		return
+	}
+	t := time.NewTicker(s.Heartbeat)
+	defer t.Stop()
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-st.dead:
+			return
+		case <-t.C:
+		}
+		var err error
+		if st.pong {
+			err = st.w.Write(muxproto.TypePing, 0, strconv.AppendUint(nil, seq, 10))
+		} else {
+			err = st.w.Write(muxproto.TypeStdin, 0, nil)
+		}
+		if err != nil {
+			return // the stream broke: readPod sees it too
+		}
+	}
 }
 
 // readPod hands the pod's frames to their calls until the stream ends;
@@ -359,6 +410,8 @@ func (s *Server) readPod(st *podStream, r *muxproto.Reader, execDone <-chan erro
 			if b.Reason == "job-ended" {
 				s.shutdown("job-ended")
 			}
+		case muxproto.TypePong:
+			st.pongs.Add(1)
 		case muxproto.TypeStdout, muxproto.TypeStderr, muxproto.TypeExit:
 			s.mu.Lock()
 			rt := st.routes[f.Channel]
