@@ -104,7 +104,12 @@ func run(args []string) int {
 	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr}
 	if exe, err := os.Executable(); err == nil && *useMux {
 		h.Mux = &mux.Launcher{Argv: []string{exe, "--kubeconfig", *kubeconfig, "--namespace", *namespace},
-			Env: mux.Env(os.Environ(), "WARMPOD_GITHUB_"), Dir: *stateDir}
+			Env: mux.Env(os.Environ(), "WARMPOD_GITHUB_"), Dir: *stateDir, LeaseTTL: *leaseTTL}
+		// The runner starts the hook for every step of a job from one
+		// process (the shim execs this binary): the job's multiplexer
+		// renews the lease while that process lives, also between steps.
+		// Without it (an error: the parent is gone) it renews nothing.
+		h.Mux.Runner, _ = mux.RunnerOf(os.Getppid())
 	}
 	return h.Run(context.Background(), os.Stdin, cancel)
 }

@@ -33,6 +33,12 @@ type Spec struct {
 	// Job and Pod are the job and pod it serves.
 	Job string   `json:"job"`
 	Pod pool.Pod `json:"pod"`
+	// LeaseTTL and Runner, when both are set, make the multiplexer renew
+	// the job's lease while Runner's process lives ([KeepLease]): for a
+	// CI system whose job holds its pod between calls without a stage
+	// running (the Actions runner between two steps).
+	LeaseTTL time.Duration `json:"lease_ttl,omitempty"`
+	Runner   *Runner       `json:"runner,omitempty"`
 }
 
 // SocketPath is the socket of job key's multiplexer in dir: a digest of
@@ -324,12 +330,29 @@ func Main(args []string, connect func() (executor.Cluster, error)) int {
 	ready.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	keepLease(ctx, cl, spec)
 	// SIGHUP (the terminal of whoever started the runner went away) is
 	// not the job's end: the session of its own has no terminal, so it
 	// only comes from a kill.
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	srv.Serve(ctx, ln)
 	return 0
+}
+
+// keepLease renews the job's lease in the background while spec's runner
+// lives (Spec.LeaseTTL, Spec.Runner), through the multiplexer's own
+// socket (so over its stream, and direct when the stream is not there);
+// ctx ends it with the multiplexer.
+func keepLease(ctx context.Context, cl executor.Cluster, spec Spec) {
+	if spec.LeaseTTL <= 0 || spec.Runner == nil {
+		return
+	}
+	own := &Cluster{Cluster: cl, Sock: spec.Sock, Job: spec.Job, Pod: spec.Pod}
+	go func() {
+		if KeepLease(ctx, own, spec.Pod, spec.Job, spec.LeaseTTL, *spec.Runner, os.Stderr) {
+			fmt.Fprintf(os.Stderr, "warmpod mux: job %s: its runner (pid %d) is gone: the lease is no longer renewed\n", spec.Job, spec.Runner.PID)
+		}
+	}()
 }
 
 // Launcher starts, reaches and stops the multiplexers of one executor
@@ -342,6 +365,10 @@ type Launcher struct {
 	Env []string
 	// Dir is the private state directory of the sockets.
 	Dir string
+	// LeaseTTL and Runner go into each multiplexer's Spec: it renews its
+	// job's lease while Runner lives (nil Runner: it does not).
+	LeaseTTL time.Duration
+	Runner   *Runner
 }
 
 // Sock is the socket of the job keyed key (unique per job and CI server).
@@ -397,7 +424,7 @@ func (e *Early) Close() {
 }
 
 func (e *Early) start(job string, pod pool.Pod) error {
-	spec := Spec{Sock: e.l.Sock(e.key), Job: job, Pod: pod}
+	spec := Spec{Sock: e.l.Sock(e.key), Job: job, Pod: pod, LeaseTTL: e.l.LeaseTTL, Runner: e.l.Runner}
 	if p := e.p; p != nil {
 		e.p = nil
 		return p.give(spec)
