@@ -336,7 +336,7 @@ func TestGitLabPerJobResources(t *testing.T) {
 
 	t.Run("a warm pod is resized in place", func(t *testing.T) {
 		w := watchRestarts(t, p.ns)
-		r := p.runJob(t, jobOpts{id: 1401, script: cgroup, extraVars: vars("KUBERNETES_CPU_REQUEST", "500m", "KUBERNETES_MEMORY_LIMIT", "256Mi")})
+		r := p.runJob(t, jobOpts{id: 1401, script: cgroup, extraVars: vars("KUBERNETES_CPU_REQUEST", "500m", "KUBERNETES_MEMORY_LIMIT", "256Mi", "KUBERNETES_CPU_LIMIT", "1")})
 		w.end()
 		require.Equal(t, 0, r.exit, r.String())
 		tr := traceText(r.trace)
@@ -350,6 +350,12 @@ func TestGitLabPerJobResources(t *testing.T) {
 		n, seen := w.restarts(pod)
 		assert.True(t, seen, "the watch saw pod %s", pod)
 		assert.Equal(t, 0, n, "no container restarted")
+		// No --cpu-limit-overwrite-max-allowed: ignored, and said.
+		assert.Equal(t, 1, strings.Count(tr, `warmpod: KUBERNETES_CPU_LIMIT="1" ignored: warmpod-gitlab prepare runs without --cpu-limit-overwrite-max-allowed, which would allow it`), tr)
+		// This namespace's driver may not read nodes (yet): it says so,
+		// once, and keeps to the bounds.
+		assert.Equal(t, 1, strings.Count(tr, "cannot read the nodes of pool busybox"), tr)
+		assert.Contains(t, tr, "the ClusterRole warmpod-gitlab-nodes of deploy/gitlab-rbac.yaml")
 	})
 
 	t.Run("a request above the bound is refused as the executor refuses it", func(t *testing.T) {
@@ -364,15 +370,31 @@ func TestGitLabPerJobResources(t *testing.T) {
 		assert.Equal(t, len(before), len(after), "no pod claimed or created")
 	})
 
-	t.Run("a request the node cannot fit fails clearly and fast", func(t *testing.T) {
+	t.Run("a request no node can hold is refused before any pod is claimed", func(t *testing.T) {
+		// Nodes are cluster-scoped: the ClusterRole of deploy/gitlab-rbac.yaml,
+		// bound to this namespace's driver account.
+		crb := "warmpod-gitlab-nodes-" + p.ns
+		out, err := exec.Command(kubectl, "create", "clusterrolebinding", crb, "--clusterrole=warmpod-gitlab-nodes",
+			"--serviceaccount="+p.ns+":warmpod-gitlab").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		t.Cleanup(func() { _ = exec.Command(kubectl, "delete", "clusterrolebinding", crb, "--ignore-not-found").Run() })
+		before := waitIdle(t, p.ns, 2, 2*time.Minute)
 		start := time.Now()
 		r := p.runJob(t, jobOpts{id: 1403, script: []string{`echo SHOULD-NOT-RUN`}, extraVars: vars("KUBERNETES_CPU_REQUEST", "64")})
 		require.Equal(t, 1, r.exit, r.String())
+		assert.Equal(t, "runner_system_failure", r.final["failure_reason"])
 		tr := traceText(r.trace)
-		assert.Regexp(t, `warm pod \S+ released: resize to requests cpu=64 .*infeasible`, tr)
-		assert.Contains(t, tr, "creating a cold pod")
-		assert.Regexp(t, `(?i)cpu`, tr)
-		assert.Less(t, time.Since(start), 2*time.Minute, "never the ready timeout, never a hang")
+		assert.Regexp(t, `the job's pod would request cpu=64 memory=32Mi, more than any node of pool busybox can allocate \(127\.0\.0\.1: cpu=\d+ memory=\d+\w*\)`, tr)
+		assert.NotContains(t, tr, "released", "no warm pod claimed and released")
+		assert.NotContains(t, tr, "creating a cold pod")
+		assert.NotContains(t, tr, "cannot read the nodes")
+		after := poolPods(t, p.ns)
+		require.Len(t, after, len(before), "no pod claimed or created")
+		for i := range before {
+			assert.Equal(t, before[i].Metadata.Name, after[i].Metadata.Name)
+			assert.Equal(t, "idle", after[i].Metadata.Labels["warmpod.dev/state"])
+		}
+		assert.Less(t, time.Since(start), time.Minute, "three prepares refused at once")
 	})
 	waitIdle(t, p.ns, 2, 3*time.Minute)
 }
