@@ -38,6 +38,23 @@ type stage struct {
 	// partial last line), so a client streams exactly what the stage
 	// printed. logEnd is -1 while the stage runs.
 	logStart, logEnd int64
+	// cancelling is true while a stage cancel's worker stops the stage's
+	// processes; the leader's exit is then held (held) and the stage
+	// ends when the cancel has: the traps of its other processes (an
+	// orphan of a shell that died of its TERM at once) still write into
+	// the stage's output, before its end marker, and a stage reported
+	// ended has no process left. onEnd are run once the stage has ended
+	// (a cancel's reply that came before the reaper's news). Loop only.
+	cancelling bool
+	held       *stageExit
+	onEnd      []func()
+}
+
+// stageExit is how a stage's leader ended.
+type stageExit struct {
+	code int
+	sig  string
+	oom  bool
 }
 
 // view is the stage's status document (loop only): a copy, which a
@@ -143,10 +160,7 @@ func (s *Supervisor) startStage(jobID, name string, argv []string, dir, digest s
 			sig = unix.SignalName(ex.Status.Signal())
 		}
 		oom := ex.Status.Signaled() && ex.Status.Signal() == unix.SIGKILL && oomKills(s.cfg.CgroupRoot) > oomBefore
-		s.post(func() {
-			s.finishStage(j, st, ex.Code(), sig, oom)
-			s.log.Info("stage ended", "job", j.id, "stage", name, "code", ex.Code(), "signal", sig, "oom_killed", oom)
-		})
+		s.post(func() { s.stageExited(j, st, stageExit{ex.Code(), sig, oom}) })
 	}()
 	s.log.Info("stage started", "job", j.id, "stage", name, "pid", pid)
 	v := st.view()
@@ -172,6 +186,29 @@ func (s *Supervisor) spawnStage(j *job, argv []string, dir string, log *os.File)
 		Sys:   &syscall.SysProcAttr{Setsid: true, Credential: s.cfg.JobUser},
 	}
 	return s.fx.Children.Start(argv0, argv, attr)
+}
+
+// stageExited records that the stage's leader ended (loop only): the
+// stage ends now, or, while a cancel still stops its other processes,
+// when the cancel has (see stage.cancelling).
+func (s *Supervisor) stageExited(j *job, st *stage, ex stageExit) {
+	if st.cancelling {
+		st.held = &ex
+		return
+	}
+	s.endStage(j, st, ex)
+}
+
+// endStage ends a stage whose leader exited (loop only) and runs what
+// waited for its end.
+func (s *Supervisor) endStage(j *job, st *stage, ex stageExit) {
+	s.finishStage(j, st, ex.code, ex.sig, ex.oom)
+	s.log.Info("stage ended", "job", j.id, "stage", st.name, "code", ex.code, "signal", ex.sig, "oom_killed", ex.oom)
+	waiting := st.onEnd
+	st.onEnd = nil
+	for _, f := range waiting {
+		f()
+	}
 }
 
 // finishStage records a stage's outcome and appends its end marker to the

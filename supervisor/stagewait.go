@@ -69,11 +69,16 @@ func isSHA256Hex(v string) bool {
 // graceful cancel still runs after_script and cleanup_file_variables in
 // the same pod. A daemon that left the stage's session and was re-parented
 // to PID 1 is not reachable from the stage any more; job end kills it.
-// It waits (bounded by grace plus 2 s) for the stage to be reaped and
-// returns its status. The grace is capped at PID 1's --grace, so a caller
-// never holds the job's other operations longer than PID 1's own.
-// Errors: lease.ErrNoJob; lease.ErrWrongJob when jobID names another job;
-// ErrNoStage.
+// The stage ends (its status and end marker) only once none of those
+// processes is left, not when its leader exits: a shell that dies of its
+// TERM at once leaves children whose traps still print, and their output
+// belongs to the stage (Actions steps run under such a shell; GitLab's
+// scripts trap TERM and wait). It returns the stage's status then, or,
+// should the leader's exit not have been reaped 2 s after its processes
+// were gone, the status as it stands. The grace is capped at PID 1's
+// --grace, so a caller never holds the job's other operations longer than
+// PID 1's own. Errors: lease.ErrNoJob; lease.ErrWrongJob when jobID names
+// another job; ErrNoStage.
 func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Duration) (Stage, error) {
 	return call(s, true, func(reply func(Stage, error)) {
 		j, err := s.current(jobID)
@@ -86,24 +91,53 @@ func (s *Supervisor) CancelStage(jobID, name string, peer int, grace time.Durati
 			reply(Stage{}, errorf(ErrNoStage, "no stage %q", name))
 			return
 		}
-		leader, running := st.pid, st.running
+		leader, stopping := st.pid, st.running && st.pid > 1
 		grace = min(grace, s.cfg.Grace)
 		l := s.ls.termed.clone()
+		st.cancelling = stopping
 		n := 0
 		s.work("stage cancel", func() {
-			if running && leader > 1 {
+			if stopping {
 				n = s.terminateStage(leader, peer, l, grace)
-			}
-			select {
-			case <-st.done:
-			case <-time.After(2 * time.Second):
 			}
 		}, func() {
 			s.log.Info("stage cancelled", "job", j.id, "stage", name, "terminated", n)
-			v := st.view()
-			reply(Stage{Job: j.id, Status: &v}, nil)
+			s.stageCancelled(j, st, func() {
+				v := st.view()
+				reply(Stage{Job: j.id, Status: &v}, nil)
+			})
 		})
 	})
+}
+
+// stageCancelEndWait bounds how long a cancel's reply waits, after the
+// stage's processes are gone, for the reaper's news of its leader.
+const stageCancelEndWait = 2 * time.Second
+
+// stageCancelled is the loop's part of a cancel once its worker has
+// stopped the stage's processes: the stage ends if its leader's exit was
+// held, and answer runs once it has ended (at once when it has), or
+// after stageCancelEndWait at the latest.
+func (s *Supervisor) stageCancelled(j *job, st *stage, answer func()) {
+	st.cancelling = false
+	if st.held != nil {
+		ex := *st.held
+		st.held = nil
+		s.endStage(j, st, ex)
+	}
+	if !st.running {
+		answer()
+		return
+	}
+	answered := false
+	once := func() {
+		if !answered {
+			answered = true
+			answer()
+		}
+	}
+	st.onEnd = append(st.onEnd, once)
+	time.AfterFunc(stageCancelEndWait, func() { s.post(once) })
 }
 
 // terminateStage sends SIGTERM, then SIGKILL after grace, to the stage led

@@ -224,3 +224,42 @@ func TestSecondSIGTERMIsNotForwardedAgain(t *testing.T) {
 		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT, unix.SIGKILL}, p.w.signalsTo(shell))
 	})
 }
+
+// A cancelled stage ends when the last of its processes is gone, not when
+// its leader is: a leader that dies of its TERM at once (an Actions step's
+// `sh -e`, no trap) leaves a child whose trap still prints into the
+// stage's output for a while; the stage's end (its status, its end marker)
+// comes after that, so the trap's output is the stage's and a stage
+// reported ended has nothing left running.
+func TestCancelledStageEndsWithItsLastProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := startPod(t, Config{Grace: 10 * time.Second, MaxJobs: 0})
+		_, err := p.s.StartJob(spec("a"))
+		require.NoError(t, err)
+		st, err := p.s.StartStage("a", "build", []string{"/bin/sh"}, "", "")
+		require.NoError(t, err)
+		leader := st.Status.PID
+		child := p.w.spawn(leader, leader, "sh")
+		var childGone time.Time
+		p.w.trap(child, func(w *world, pid int) {
+			go func() {
+				time.Sleep(2 * time.Second) // the trap's clean-up
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				childGone = time.Now()
+				w.die(pid, w.procs[pid], unix.SIGTERM)
+			}()
+		})
+		start := time.Now()
+		got, err := p.s.CancelStage("a", "build", 0, 10*time.Second)
+		require.NoError(t, err)
+		require.NotNil(t, got.Status)
+		assert.False(t, got.Status.Running, "the reply tells the stage's end")
+		require.NotNil(t, got.Status.Ended)
+		assert.False(t, got.Status.Ended.Before(childGone), "the stage ended after its last process (%s), not with its leader (%s)",
+			childGone.Sub(start), got.Status.Ended.Sub(start))
+		assert.Equal(t, 2*time.Second, time.Since(start), "its trap's time, not the grace period")
+		assert.Equal(t, []unix.Signal{unix.SIGTERM, unix.SIGCONT}, p.w.signalsTo(child))
+		assert.Equal(t, 143, p.stop())
+	})
+}
