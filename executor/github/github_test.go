@@ -317,7 +317,7 @@ func TestRunScriptStep(t *testing.T) {
 			assert.Contains(t, s, "export TOKEN='it'\\''s s3cr3t'\n", "the step's environment on stdin")
 			assert.Contains(t, s, "export PATH='/opt/b:/opt/a':\"$PATH\"\n")
 			assert.Contains(t, s, "cd '/__w/repo/repo' || exit 1\n")
-			assert.Contains(t, s, "trap : TERM INT HUP\n(\n")
+			assert.Contains(t, s, "trap 'cancelled=1' TERM INT HUP\n(\n")
 			assert.Contains(t, s, "exec 'sh' '-e' '/__w/_temp/abc.sh'\n)\nrc=$?\n")
 			assert.Len(t, f.execs, 1, "one exec per step: the file commands come back in the stage's stream")
 			for _, a := range f.execs {

@@ -176,9 +176,10 @@ func hostPath(work, containerPath string) (string, bool) {
 // status is the step's. Otherwise the step runs in a subshell, and the
 // script then prints marker and, for each path of back, its size in bytes
 // on a line of its own and its bytes (-1: the step removed it), and exits
-// with the step's status; it traps TERM, INT and HUP with a no-op so that
-// a cancel, which signals the whole stage, still lets it print them (a
-// trap, unlike an ignored signal, is reset in the subshell).
+// with the step's status; it traps TERM, INT and HUP (noting the cancel)
+// so that a cancel, which signals the whole stage, still lets it print
+// them (a trap, unlike an ignored signal, is reset in the subshell), after
+// the step's other processes have ended (awaitSession).
 func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]string, prepend []string, workDir string, argv, back []string, marker string) {
 	w.WriteString("# warmpod-github: one Actions step\n")
 	// The script holds the step's secrets: gone from the job's directory
@@ -196,7 +197,7 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	// it: its environment (PATH, IFS) must not steer the commands that
 	// print them.
 	if len(back) > 0 {
-		w.WriteString("trap : TERM INT HUP\n(\n")
+		w.WriteString("trap 'cancelled=1' TERM INT HUP\n(\n")
 	}
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -230,6 +231,7 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 		return
 	}
 	w.WriteString(")\nrc=$?\n")
+	w.WriteString(awaitSession)
 	fmt.Fprintf(w, "printf '%%s\\n' %s\n", jobspec.Quote(marker))
 	w.WriteString("for f in")
 	for _, p := range back {
@@ -238,6 +240,34 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	w.WriteString("; do if [ -f \"$f\" ]; then wc -c < \"$f\"; cat \"$f\"; else echo -1; fi; done\n")
 	w.WriteString("exit \"$rc\"\n")
 }
+
+// awaitSession is the part of a step's stage script that, after a cancel,
+// waits until no other process of the script's session is left (PID 1
+// started the script as a session leader, so its session is $$) before
+// the file commands are printed. The step's own shell dies of its TERM at
+// once (`sh -e` has no trap), but what it ran may trap the signal and
+// still print (a trap's "echo cleaning up"): that output belongs to the
+// step, before the marker; after it, it would be taken for the file
+// commands. PID 1 kills what is left after its grace period, so the wait
+// ends by then; 600 rounds bound it besides. It reads /proc/PID/stat with
+// the shell's builtins only (the session is field 6, the fourth after the
+// command name's closing parenthesis), so it needs nothing of the image.
+const awaitSession = `if [ -n "$cancelled" ]; then
+  n=0
+  while [ "$n" -lt 600 ]; do
+    left=
+    for f in /proc/[0-9]*/stat; do
+      [ "$f" = "/proc/$$/stat" ] && continue
+      { read -r l < "$f"; } 2>/dev/null || continue
+      set -- ${l##*) }
+      if [ "$4" = "$$" ] && [ "$1" != Z ]; then left=1; break; fi
+    done
+    [ -z "$left" ] && break
+    sleep 0.05 2>/dev/null || sleep 1
+    n=$((n+1))
+  done
+fi
+`
 
 // fileTap passes a step's output on to w until marker, and keeps what
 // follows it (the file commands) in rest. It holds back only a tail that
