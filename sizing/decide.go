@@ -1,0 +1,247 @@
+package sizing
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// DefaultPodStart is the pod start time Decide assumes before one is measured
+// (Observation.PodStart <= 0): about what a cold pod of the kube-e2e cluster
+// took through the GitLab driver (bench/gitlab-kube.md: 4 s of overhead) with
+// a margin for pulling a job image. A longer guess keeps more pods warm.
+const DefaultPodStart = 30 * time.Second
+
+// Observation is what the controller saw of one pool at the time of a
+// decision. Negative counts read as 0.
+type Observation struct {
+	// Idle is the pool's Ready, unclaimed pods.
+	Idle int
+	// Starting is the pool's pods that are not Ready yet (in its ReplicaSet,
+	// so they count toward its replicas).
+	Starting int
+	// Busy is the claimed pods of the pool that are still running a job.
+	// They have left the ReplicaSet: no figure of Decide counts them, only
+	// scale_factor reads them.
+	Busy int
+	// Claims are the times of recent warm claims (a pod relabelled out of the
+	// pool), and ColdStarts of recent cold fallbacks (a job that found no idle
+	// pod and got a pod of its own): both are jobs that wanted a pod of this
+	// pool. Any order; times before now - IdleTime - PodStart are ignored and
+	// may be pruned by the caller.
+	Claims, ColdStarts []time.Time
+	// PodStart is the measured time a new pod of the pool takes from creation
+	// to Ready; <= 0 = not measured yet (DefaultPodStart).
+	PodStart time.Duration
+	// LastClaim is the time of the pool's last claim or job, warm or cold,
+	// even when its time is no longer in Claims; zero = none known.
+	LastClaim time.Time
+	// ScaledUpLastMinute is how many pods the controller added to the pool's
+	// size (the sum of its increases of replicas) in the minute before now,
+	// for max_growth_rate.
+	ScaledUpLastMinute int
+}
+
+// Reason is the rule that set a Decision's idle count: the reason of the
+// Event on the pool and of its status, so it is machine-readable and stable.
+type Reason string
+
+// The reasons, from the period's own figure to the limits applied last.
+const (
+	// ReasonPeriod: the active period's idle_count.
+	ReasonPeriod Reason = "period"
+	// ReasonScaleFactor: scale_factor × busy pods (capped by
+	// scale_factor_limit) is above idle_count.
+	ReasonScaleFactor Reason = "scale_factor"
+	// ReasonDemand: the recent claims need more than the schedule: the most
+	// claims of the last idle_time that arrived within one pod start time.
+	ReasonDemand Reason = "demand"
+	// ReasonIdleTime: no claim for idle_time, so the pool goes back to the
+	// period's idle_count (below its current size).
+	ReasonIdleTime Reason = "idle_time"
+	// ReasonMin: raised to the period's min.
+	ReasonMin Reason = "min"
+	// ReasonMax: cut to the period's max.
+	ReasonMax Reason = "max"
+	// ReasonGrowthLimit: cut to what max_growth_rate still allows this minute.
+	ReasonGrowthLimit Reason = "growth_limit"
+)
+
+// Terms are the figures Decide took the largest of, for a status that shows
+// why a pool has its size.
+type Terms struct {
+	// IdleCount is the active period's idle_count.
+	IdleCount int
+	// Scale is ceil(scale_factor × busy), capped by scale_factor_limit.
+	Scale int
+	// Demand is the most claims (warm and cold) of the last idle_time that
+	// arrived within one pod start time.
+	Demand int
+}
+
+// Decision is the idle count a pool should have now, and why.
+type Decision struct {
+	// Idle is the desired number of idle (or starting) pods: the replicas of
+	// the pool's Deployment. Never a count of busy pods.
+	Idle int
+	// Reason is the rule that set Idle last.
+	Reason Reason
+	// Message says the same for a human: the period, the figures, the limits.
+	Message string
+	// Period is the index of the active period in the policy; -1 =
+	// DefaultPeriod.
+	Period int
+	// Terms are the figures before min, max and the growth limit.
+	Terms Terms
+}
+
+// Decide returns how many idle pods the pool should have at now under policy
+// p. With per the active period (Policy.Active):
+//
+//	target = max(idle_count, scale term, demand term), clamped to [min, max],
+//	         then to current + what max_growth_rate still allows
+//
+// The scale term is GitLab's: idle capacity = max(idle_count, in use ×
+// scale_factor), capped by scale_factor_limit (the Policy of gitlab-runner's
+// executors/kubernetes/autoscaler/policy.go). The demand term is Little's
+// law: claims arriving at a rate r, each taking a replacement pod PodStart to
+// become Ready, need r × PodStart idle pods to all find one; measured over a
+// window of one PodStart, that is the number of claims in the window, so a
+// burst of 30 jobs asks for 30 pods at once instead of a fixed step. The
+// largest such count among the claims of the last idle_time is kept, which is
+// GitLab's idle_time for a pool: capacity the demand needed stays until
+// idle_time after that demand, and idle_time after the last claim the pool is
+// back at idle_count (0 = scale to zero; idle_time 0 = demand keeps nothing).
+// Growth is limited, a shrink never is: the caller removes idle pods, never
+// busy ones.
+func Decide(p Policy, obs Observation, now time.Time) Decision {
+	idx, per := p.Active(now)
+	obs = sanitize(obs)
+	start := obs.PodStart
+	if start <= 0 {
+		start = DefaultPodStart
+	}
+	start = max(start, time.Second)
+	t := Terms{IdleCount: per.IdleCount, Scale: scaleTerm(per, obs.Busy), Demand: demandTerm(obs, now, start, per.IdleTime)}
+	current := obs.Idle + obs.Starting
+	d := Decision{Idle: t.IdleCount, Reason: ReasonPeriod, Period: idx, Terms: t}
+	var notes []string
+	if t.Scale > d.Idle {
+		d.Idle, d.Reason = t.Scale, ReasonScaleFactor
+	}
+	if t.Demand > d.Idle {
+		d.Idle, d.Reason = t.Demand, ReasonDemand
+	}
+	last := lastClaim(obs)
+	if d.Reason == ReasonPeriod && current > d.Idle && !last.IsZero() && now.Sub(last) >= per.IdleTime {
+		d.Reason = ReasonIdleTime
+		notes = append(notes, fmt.Sprintf("no claim since %s (idle_time %s)", last.UTC().Format(time.RFC3339), per.IdleTime))
+	}
+	if d.Idle < per.Min {
+		d.Idle, d.Reason = per.Min, ReasonMin
+		notes = append(notes, fmt.Sprintf("raised to min %d", per.Min))
+	}
+	if d.Idle > per.Max {
+		d.Idle, d.Reason = per.Max, ReasonMax
+		notes = append(notes, fmt.Sprintf("cut to max %d", per.Max))
+	}
+	if per.MaxGrowthRate > 0 && d.Idle > current {
+		allowed := current + max(0, per.MaxGrowthRate-obs.ScaledUpLastMinute)
+		if d.Idle > allowed {
+			d.Idle, d.Reason = allowed, ReasonGrowthLimit
+			notes = append(notes, fmt.Sprintf("growth limited to %d/min (%d added in the last minute)", per.MaxGrowthRate, obs.ScaledUpLastMinute))
+		}
+	}
+	// A Period built by hand skips Parse's checks; the answer stays a count.
+	d.Idle = min(max(d.Idle, 0), MaxCount)
+	d.Message = message(d, start, per, notes)
+	return d
+}
+
+// sanitize reads negative counts as 0 so that no figure goes below zero.
+func sanitize(o Observation) Observation {
+	o.Idle, o.Starting, o.Busy = max(o.Idle, 0), max(o.Starting, 0), max(o.Busy, 0)
+	o.ScaledUpLastMinute = max(o.ScaledUpLastMinute, 0)
+	return o
+}
+
+// scaleTerm is ceil(scale_factor × busy), capped by scale_factor_limit when
+// that is set and by MaxCount (the float never overflows the int).
+func scaleTerm(per Period, busy int) int {
+	if per.ScaleFactor <= 0 || busy == 0 {
+		return 0
+	}
+	v := math.Ceil(per.ScaleFactor * float64(busy))
+	if v > MaxCount {
+		v = MaxCount
+	}
+	n := int(v)
+	if per.ScaleFactorLimit > 0 && n > per.ScaleFactorLimit {
+		n = per.ScaleFactorLimit
+	}
+	return n
+}
+
+// demandTerm is the most claims (warm and cold) of the last idleTime that
+// arrived within one window of length start. Claims idleTime old or older are
+// forgotten, so that idle_time after the last claim the term is 0. The count
+// of a window only rises at a claim, so the windows worth trying are those
+// that end at a claim. Claims after now (another node's clock a little ahead)
+// count as now.
+func demandTerm(obs Observation, now time.Time, start, idleTime time.Duration) int {
+	from := now.Add(-idleTime)
+	var ts []time.Time
+	for _, list := range [][]time.Time{obs.Claims, obs.ColdStarts} {
+		for _, c := range list {
+			if c.After(now) {
+				c = now
+			}
+			if c.After(from) {
+				ts = append(ts, c)
+			}
+		}
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	best, lo := 0, 0
+	for hi, end := range ts {
+		// The window (end-start, end]; lo only moves forward as end does.
+		for !ts[lo].After(end.Add(-start)) {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return min(best, MaxCount)
+}
+
+// lastClaim is the latest of LastClaim and the claim times.
+func lastClaim(obs Observation) time.Time {
+	last := obs.LastClaim
+	for _, list := range [][]time.Time{obs.Claims, obs.ColdStarts} {
+		for _, c := range list {
+			if c.After(last) {
+				last = c
+			}
+		}
+	}
+	return last
+}
+
+// message says the decision for a human: the target, the active period, the
+// three figures, and what the limits did.
+func message(d Decision, start time.Duration, per Period, notes []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d idle (%s): ", d.Idle, d.Reason)
+	if d.Period < 0 {
+		b.WriteString("no period matches, default")
+	} else {
+		fmt.Fprintf(&b, "period %d", d.Period)
+	}
+	fmt.Fprintf(&b, " idle_count %d; scale_factor %d; demand %d (most claims within one pod start of %s in the last idle_time %s)",
+		d.Terms.IdleCount, d.Terms.Scale, d.Terms.Demand, start, per.IdleTime)
+	for _, n := range notes {
+		b.WriteString("; " + n)
+	}
+	return b.String()
+}
