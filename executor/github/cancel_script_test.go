@@ -51,11 +51,14 @@ func TestCancelledStepScriptWaitsForItsProcesses(t *testing.T) {
 			time.Sleep(300 * time.Millisecond) // the step runs its loop
 			pgid := cmd.Process.Pid
 			require.Greater(t, pgid, 1)
-			require.NoError(t, syscall.Kill(-pgid, syscall.SIGTERM), out.String()) // the session this test made
+			// The session this test made. out is read only after Wait:
+			// the command's copier writes it until then.
+			require.NoError(t, syscall.Kill(-pgid, syscall.SIGTERM))
 			select {
 			case <-done:
 			case <-time.After(20 * time.Second):
 				_ = syscall.Kill(-pgid, syscall.SIGKILL)
+				<-done
 				t.Fatalf("the script did not end: %s", out.String())
 			}
 			got := out.String()
