@@ -190,7 +190,7 @@ stress: deps build ## full stress scenarios (1,000-job soak, races, faults, floo
 	  $(GO) test -count=1 -v -timeout 30m -run 'TestStress|TestRegress' ./e2e/
 	@cat $(STRESS_OUT)
 
-fuzz: ## each fuzz target for FUZZTIME (default 10m): job spec parser, env renderer (dash, bash, busybox sh), control-frame reader, probe HTTP request parser and connection, API server answer parser, stage names, multiplexer frame reader
+fuzz: ## each fuzz target for FUZZTIME (default 10m): job spec parser, env renderer (dash, bash, busybox sh), control-frame reader, probe HTTP request parser and connection, API server answer parser, stage names, multiplexer frame reader, pool sizing policy parser
 	$(GO) test ./jobspec -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobspec -run '^$$' -fuzz '^FuzzQuote$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./control -run '^$$' -fuzz '^FuzzReadRequest$$' -fuzztime $(FUZZTIME)
@@ -199,6 +199,7 @@ fuzz: ## each fuzz target for FUZZTIME (default 10m): job spec parser, env rende
 	$(GO) test ./podapi -run '^$$' -fuzz '^FuzzReadResponse$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./control -run '^$$' -fuzz '^FuzzValidStageName$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./muxproto -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sizing -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 
 # ---- benchmarks: bench/ (results in bench/results.md, bench/results.json, bench/micro.txt) ----
 .PHONY: bench
