@@ -187,9 +187,9 @@ var ErrStateDir = errors.New("the multiplexer's state directory is unusable")
 // DirError is a state directory that is not private to this uid. Its
 // message says how to fix it.
 type DirError struct {
-	Dir  string
-	Mode fs.FileMode
-	UID  int // its owner
+	Dir  string      // the state directory, as given (--state-dir)
+	Mode fs.FileMode // its permission bits as found (want 0700)
+	UID  int         // its owner (want this process's uid)
 }
 
 func (e *DirError) Error() string {
