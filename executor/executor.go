@@ -34,9 +34,9 @@ type Cluster interface {
 	// ClaimWarm claims a Ready idle pod of p for owner within wait; nil
 	// when there is none.
 	ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error)
-	// CreateCold creates a pod from p's template and waits until it is
-	// Ready (at most timeout).
-	CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, timeout time.Duration) (pool.Pod, error)
+	// CreateCold creates a pod from p's template, annotated with why, and
+	// waits until it is Ready (at most timeout).
+	CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error)
 	// Exec runs argv in the pod and returns its exit code; an error means
 	// the stream failed and the command's fate is unknown.
 	Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
@@ -132,6 +132,7 @@ const maxLease = 168 * time.Hour
 // call claimed or created is deleted on failure.
 func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (pool.Pod, error) {
 	released := false
+	began := time.Now()
 	for attempt := 0; attempt < 5; attempt++ {
 		var pod *pool.Pod
 		var err error
@@ -152,15 +153,19 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 			if job.Cold != nil {
 				cp = *job.Cold
 			}
+			why := pool.Cold{Reason: pool.ColdReleased, Waited: time.Since(began)}
 			switch {
 			case warm && p.Pending:
+				why.Reason = pool.ColdPending
 				fmt.Fprintf(c.Log, "warmpod: pool %s is rolling out a new template and has no pod of it yet: creating a cold pod (image %s)\n", p.Name, p.Image)
 			case warm:
+				why.Reason = pool.ColdNoIdle
 				fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
 			case !released:
+				why.Reason = pool.ColdNoPool
 				fmt.Fprintf(c.Log, "warmpod: no pool runs image %s as this job asks: creating a cold pod from pool %s's template\n", p.Image, p.Name)
 			}
-			cold, err := c.Cluster.CreateCold(ctx, cp, job.Owner, c.ReadyTimeout)
+			cold, err := c.Cluster.CreateCold(ctx, cp, job.Owner, why, c.ReadyTimeout)
 			if err != nil {
 				return pool.Pod{}, &SystemError{Err: err}
 			}

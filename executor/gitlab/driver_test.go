@@ -82,7 +82,7 @@ func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ pool.Owner, _ 
 	return &pod, nil
 }
 
-func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration) (pool.Pod, error) {
+func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ pool.Owner, _ pool.Cold, _ time.Duration) (pool.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.colds++

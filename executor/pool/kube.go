@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,12 +79,15 @@ var ErrNotReady = errors.New("pod not ready")
 // Conflict: another runner won that pod, try the next). When none is
 // claimable it lists again every 100 ms until wait has passed. It returns
 // nil when no pod could be claimed within wait (wait 0: one pass). Errors
-// are the API server's, other than conflicts and pods gone meanwhile.
+// are the API server's, other than conflicts and pods gone meanwhile. A pod
+// the pool controller marked AnnotationRetiring is never claimed; the claim
+// records AnnotationClaimedAt and AnnotationClaimWait for it.
 func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration) (*Pod, error) {
 	if p.Pending {
 		return nil, nil
 	}
-	deadline := time.Now().Add(wait)
+	began := time.Now()
+	deadline := began.Add(wait)
 	sel := labels.Set{LabelPool: p.Name, LabelState: StateIdle, p.hashKey(): p.Hash}.String()
 	for {
 		list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -92,13 +96,13 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.
 		}
 		var ready []corev1.Pod
 		for _, pod := range list.Items {
-			if PodReady(&pod) {
+			if PodReady(&pod) && pod.Annotations[AnnotationRetiring] == "" {
 				ready = append(ready, pod)
 			}
 		}
 		rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
 		for i := range ready {
-			pod, err := k.claim(ctx, &ready[i], owner)
+			pod, err := k.claim(ctx, &ready[i], owner, time.Since(began))
 			if err == nil {
 				return &Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
 					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true, Sidecars: len(p.Sidecars())}, nil
@@ -122,12 +126,17 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.
 // claim patches pod's labels to claimed-for-owner, on the condition that
 // the pod is still at the resourceVersion we saw (a JSON merge patch that
 // carries metadata.resourceVersion is refused with 409 when it differs).
-func (k *Cluster) claim(ctx context.Context, pod *corev1.Pod, owner Owner) (*corev1.Pod, error) {
+// waited is how long the driver has looked so far (AnnotationClaimWait).
+func (k *Cluster) claim(ctx context.Context, pod *corev1.Pod, owner Owner, waited time.Duration) (*corev1.Pod, error) {
 	l := owner.Labels()
 	l[LabelState] = StateClaimed
 	patch := map[string]any{"metadata": map[string]any{
 		"resourceVersion": pod.ResourceVersion,
 		"labels":          l,
+		"annotations": map[string]string{
+			AnnotationClaimedAt: time.Now().UTC().Format(time.RFC3339Nano),
+			AnnotationClaimWait: strconv.FormatInt(waited.Milliseconds(), 10),
+		},
 	}}
 	b, _ := json.Marshal(patch)
 	return k.CS.CoreV1().Pods(k.Namespace).Patch(ctx, pod.Name, types.MergePatchType, b, metav1.PatchOptions{})
@@ -147,10 +156,11 @@ func PodReady(pod *corev1.Pod) bool {
 }
 
 // CreateCold creates a pod for owner from p's template, labelled claimed
-// from the start (no ReplicaSet selects it), and waits up to timeout for
-// it to be Ready. A pod that fails or is not Ready in time is deleted and
-// [ErrNotReady] returned.
-func (k *Cluster) CreateCold(ctx context.Context, p Pool, owner Owner, timeout time.Duration) (Pod, error) {
+// from the start (no ReplicaSet selects it) and annotated with why (the
+// pool controller counts it as demand on p, see [Cold]), and waits up to
+// timeout for it to be Ready. A pod that fails or is not Ready in time is
+// deleted and [ErrNotReady] returned.
+func (k *Cluster) CreateCold(ctx context.Context, p Pool, owner Owner, why Cold, timeout time.Duration) (Pod, error) {
 	t := p.Template.DeepCopy()
 	pod := &corev1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
 	pod.GenerateName = p.Name + "-cold-"
@@ -159,6 +169,12 @@ func (k *Cluster) CreateCold(ctx context.Context, p Pool, owner Owner, timeout t
 	pod.Labels[LabelState] = StateClaimed
 	for k, v := range owner.Labels() {
 		pod.Labels[k] = v
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	for k, v := range why.annotations() {
+		pod.Annotations[k] = v
 	}
 	if pod.Spec.RestartPolicy == "" || pod.Spec.RestartPolicy == corev1.RestartPolicyAlways {
 		// A Deployment forces Always; a pod of our own must never be

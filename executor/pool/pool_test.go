@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -192,6 +194,7 @@ func conflictOnStaleRV(cs *fake.Clientset) {
 			Metadata struct {
 				ResourceVersion string            `json:"resourceVersion"`
 				Labels          map[string]string `json:"labels"`
+				Annotations     map[string]string `json:"annotations"`
 			} `json:"metadata"`
 		}
 		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
@@ -203,6 +206,12 @@ func conflictOnStaleRV(cs *fake.Clientset) {
 		next := cur.DeepCopy()
 		for k, v := range patch.Metadata.Labels {
 			next.Labels[k] = v
+		}
+		for k, v := range patch.Metadata.Annotations {
+			if next.Annotations == nil {
+				next.Annotations = map[string]string{}
+			}
+			next.Annotations[k] = v
 		}
 		next.ResourceVersion = cur.ResourceVersion + "1"
 		if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, next, cur.Namespace); err != nil {
@@ -265,4 +274,52 @@ func TestStuck(t *testing.T) {
 	assert.Equal(t, "container build (image alpin:3.20): ErrImagePull: not found", stuck(p))
 	p.Status.ContainerStatuses[0].State.Waiting.Reason = "ContainerCreating"
 	assert.Empty(t, stuck(p), "still starting")
+}
+
+// The pool controller's demand rides on the claim and the cold pod's create,
+// and a pod it is retiring is never claimed.
+func TestClaimAndColdRecordDemand(t *testing.T) {
+	retiring := readyPod("r", "1", true)
+	retiring.Annotations = map[string]string{AnnotationRetiring: "true"}
+	cs := fake.NewClientset(retiring, readyPod("a", "1", true))
+	conflictOnStaleRV(cs)
+	k := &Cluster{CS: cs, Namespace: "ci"}
+	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
+
+	before := time.Now().UTC()
+	pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: "1"}, 0)
+	require.NoError(t, err)
+	require.NotNil(t, pod)
+	assert.Equal(t, "a", pod.Name, "the retiring pod is skipped")
+	pod, err = k.ClaimWarm(context.Background(), p, Owner{Job: "2"}, 0)
+	require.NoError(t, err)
+	assert.Nil(t, pod, "a retiring pod is never claimed, even as the last one")
+
+	a, err := cs.CoreV1().Pods("ci").Get(context.Background(), "a", metav1.GetOptions{})
+	require.NoError(t, err)
+	at, err := time.Parse(time.RFC3339Nano, a.Annotations[AnnotationClaimedAt])
+	require.NoError(t, err)
+	assert.False(t, at.Before(before.Truncate(time.Nanosecond)))
+	_, err = strconv.Atoi(a.Annotations[AnnotationClaimWait])
+	assert.NoError(t, err)
+
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelPool: "alpine"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine"}}}}
+	// The fake API server's pod never gets Ready; only the create matters.
+	_, _ = k.CreateCold(context.Background(), Pool{Name: "alpine", Template: tmpl}, Owner{Job: "3"},
+		Cold{Reason: ColdNoIdle, Waited: 1500 * time.Millisecond}, 10*time.Millisecond)
+	var created *corev1.Pod
+	for _, act := range cs.Actions() {
+		if c, ok := act.(k8stesting.CreateAction); ok {
+			created = c.GetObject().(*corev1.Pod)
+		}
+	}
+	require.NotNil(t, created)
+	assert.Equal(t, "no-idle", created.Annotations[AnnotationColdReason])
+	assert.Equal(t, "1500", created.Annotations[AnnotationClaimWait])
+	assert.Empty(t, tmpl.Annotations, "the pool's template is not written to")
+	assert.True(t, ColdNoIdle.Demand())
+	assert.True(t, ColdPending.Demand())
+	assert.False(t, ColdNoPool.Demand())
+	assert.False(t, ColdReleased.Demand())
 }
