@@ -1,0 +1,257 @@
+// Command warmpod-pools is the pool controller: it sizes the warm pools of
+// one namespace by their warmpod.dev/policy annotation and their measured
+// demand, within one idle budget (package pools). It runs in the cluster
+// as a Deployment of two replicas; one is the leader through a
+// coordination.k8s.io Lease, the other waits to take over. It serves
+// Prometheus metrics on /metrics and its health on /healthz. See
+// docs/guides/sizing-pools.md and deploy/pools-controller.yaml.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/warmpod/warmpod/internal/flagenv"
+	"github.com/warmpod/warmpod/internal/kubeclient"
+	"github.com/warmpod/warmpod/pools"
+	"github.com/warmpod/warmpod/sizing"
+)
+
+// version is stamped at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: warmpod-pools [flags]        (run the controller)
+       warmpod-pools version
+flags (each also as WARMPOD_POOLS_<NAME>):`
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+// options is the command line once parsed.
+type options struct {
+	kubeconfig, namespace, identity, lease, metricsAddr string
+	budgetPods                                          int
+	budgetCPU, budgetMemory                             string
+	resync, leaseDuration, renewDeadline, retryPeriod   time.Duration
+	qps                                                 float64
+	burst                                               int
+	leaderElect                                         bool
+}
+
+func parseFlags(args []string) (options, []string, error) {
+	var o options
+	fs := flag.NewFlagSet("warmpod-pools", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the pod's service account)")
+	fs.StringVar(&o.namespace, "namespace", "", "namespace of the pools (default: the kubeconfig context's, or the pod's own)")
+	fs.IntVar(&o.budgetPods, "budget-pods", 0, "the most idle pods of all pools of the namespace together (0: no limit)")
+	fs.StringVar(&o.budgetCPU, "budget-cpu", "", "the most CPU the idle pods may request together, a quantity such as 4 or 2500m (empty: no limit)")
+	fs.StringVar(&o.budgetMemory, "budget-memory", "", "the most memory the idle pods may request together, a quantity such as 8Gi (empty: no limit)")
+	fs.DurationVar(&o.resync, "resync", pools.DefaultResync, "longest time between two decisions without an event: the lag behind a period's start or an idle_time's end")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics and /healthz (empty: none)")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true, "hold a coordination.k8s.io Lease so that one replica sizes pools at a time")
+	fs.StringVar(&o.lease, "lease-name", "warmpod-pools", "name of the Lease, in --namespace")
+	fs.StringVar(&o.identity, "identity", "", "this replica's name in the Lease (default: $POD_NAME, else the host name)")
+	fs.DurationVar(&o.leaseDuration, "lease-duration", 15*time.Second, "how long a leader that stopped renewing keeps the Lease: the longest takeover")
+	fs.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "how long the leader retries renewing before it stops sizing and exits")
+	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
+	fs.Float64Var(&o.qps, "kube-api-qps", 20, "the most requests per second to the API server (client-go's limiter): the hard bound on the controller's writes")
+	fs.IntVar(&o.burst, "kube-api-burst", 40, "requests allowed at once above --kube-api-qps")
+	if err := fs.Parse(args); err != nil {
+		return o, nil, err
+	}
+	if err := flagenv.Apply(fs, "WARMPOD_POOLS_"); err != nil {
+		return o, nil, err
+	}
+	return o, fs.Args(), nil
+}
+
+// budget is the namespace's budget from the flags. Errors name the flag.
+func (o options) budget() (sizing.Budget, error) {
+	b := sizing.Budget{Pods: o.budgetPods}
+	if o.budgetPods < 0 {
+		return b, fmt.Errorf("--budget-pods %d: must be 0 (no limit) or more", o.budgetPods)
+	}
+	for _, q := range []struct {
+		flag, v string
+		out     *int64
+		milli   bool
+	}{{"--budget-cpu", o.budgetCPU, &b.MilliCPU, true}, {"--budget-memory", o.budgetMemory, &b.MemoryBytes, false}} {
+		if q.v == "" {
+			continue
+		}
+		r, err := resource.ParseQuantity(q.v)
+		if err != nil || r.Sign() <= 0 {
+			return b, fmt.Errorf("%s %q: not a quantity above zero (like 4, 2500m, 8Gi)", q.flag, q.v)
+		}
+		if q.milli {
+			*q.out = r.MilliValue()
+		} else {
+			*q.out = r.Value()
+		}
+	}
+	return b, nil
+}
+
+func run(args []string) int {
+	o, rest, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod-pools:", err)
+		return 2
+	}
+	if len(rest) == 1 && rest[0] == "version" {
+		fmt.Println("warmpod-pools", version)
+		return 0
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(os.Stderr, "warmpod-pools: unexpected argument %q\n", rest[0])
+		return 2
+	}
+	budget, err := o.budget()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod-pools:", err)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := serve(ctx, o, budget, log); err != nil {
+		log.Error("warmpod-pools stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// serve wires the client, the metrics server, the Event recorder and the
+// leader election, and runs the controller while it leads.
+func serve(ctx context.Context, o options, budget sizing.Budget, log *slog.Logger) error {
+	cl, err := kubeclient.New(o.kubeconfig, o.namespace, "warmpod-pools/"+version)
+	if err != nil {
+		return err
+	}
+	rc := *cl.Config
+	rc.QPS, rc.Burst = float32(o.qps), o.burst
+	cs, err := kubernetes.NewForConfig(&rc)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := pools.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	if o.metricsAddr != "" {
+		if err := serveMetrics(ctx, o.metricsAddr, reg, log); err != nil {
+			return err
+		}
+	}
+	bc := record.NewBroadcaster(record.WithContext(ctx))
+	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(cl.Namespace)})
+	defer bc.Shutdown()
+	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "warmpod-pools"})
+	cfg := pools.Config{Namespace: cl.Namespace, Budget: budget, Resync: o.resync}
+	lead := func(ctx context.Context) error {
+		m.SetLeader(true)
+		defer m.SetLeader(false)
+		return pools.New(cs, cfg, log, clock.RealClock{}, rec, m).Run(ctx)
+	}
+	if !o.leaderElect {
+		return lead(ctx)
+	}
+	return elect(ctx, o, cs, cl.Namespace, rec, log, lead)
+}
+
+// elect runs lead while this replica holds the Lease. Losing the Lease
+// ends the process with an error (the Deployment restarts it as a
+// follower): a controller that may be acting on a stale view must stop at
+// once, as Kubernetes' own controllers do.
+func elect(ctx context.Context, o options, cs kubernetes.Interface, ns string, rec record.EventRecorder,
+	log *slog.Logger, lead func(context.Context) error) error {
+	id := o.identity
+	if id == "" {
+		id = os.Getenv("POD_NAME")
+	}
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.lease, cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: rec})
+	if err != nil {
+		return err
+	}
+	var runErr error
+	lost := false
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock: lock, ReleaseOnCancel: true, Name: o.lease,
+		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				log.Info("leading: sizing pools", "identity", id, "lease", ns+"/"+o.lease)
+				runErr = lead(ctx)
+			},
+			OnStoppedLeading: func() { lost = ctx.Err() == nil },
+			OnNewLeader: func(who string) {
+				if who != id {
+					log.Info("following", "leader", who)
+				}
+			},
+		},
+	})
+	if lost {
+		return errors.Join(errors.New("lost the Lease"), runErr)
+	}
+	return runErr
+}
+
+// serveMetrics serves /metrics and /healthz on addr until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return nil
+}

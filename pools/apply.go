@@ -1,0 +1,231 @@
+package pools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/warmpod/warmpod/executor/pool"
+)
+
+// apply gives pool x the size target: scale up at once, scale down only by
+// idle pods it marked retiring first, then an Event and the status when the
+// size changed, and the pool's gauges.
+func (c *Controller) apply(ctx context.Context, x decided, target int, now time.Time) error {
+	d := x.d
+	ns, name := d.Namespace, d.Name
+	reason := string(x.dec.Reason)
+	if target < x.dec.Idle {
+		reason = "budget"
+	}
+	c.setGauges(x, target, now)
+	unmarkErr := c.unmarkStale(ctx, x.pods.retiring, now)
+	cur := replicasOf(d)
+	next := target
+	if target < cur {
+		var err error
+		if next, err = c.retire(ctx, x, target, cur, now); err != nil {
+			return errors.Join(err, unmarkErr)
+		}
+	}
+	if next == cur {
+		return unmarkErr
+	}
+	scale := &autoscalingv1.Scale{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: d.ResourceVersion},
+		Spec:       autoscalingv1.ScaleSpec{Replicas: int32(next)},
+	}
+	// The Deployment's resourceVersion from the cache is the precondition:
+	// a size someone else set since (kubectl scale, another leader) is not
+	// overwritten unseen; the retry decides again from the newer object.
+	if _, err := c.cs.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
+		c.m.errors.WithLabelValues("scale").Inc()
+		if !apierrors.IsConflict(err) {
+			c.rec.Eventf(d, corev1.EventTypeWarning, EventScaleFailed, "replicas %d → %d (%s): %v", cur, next, reason, err)
+		}
+		return fmt.Errorf("scale %d → %d: %w", cur, next, err)
+	}
+	dir := "up"
+	if next < cur {
+		dir = "down"
+	} else {
+		c.tracker.ScaledUp(x.key, next-cur, now)
+	}
+	c.m.scaleChanges.WithLabelValues(ns, name, dir, reason).Inc()
+	c.m.replicas.WithLabelValues(ns, name).Set(float64(next))
+	msg := fmt.Sprintf("replicas %d → %d: %s", cur, next, x.dec.Message)
+	if reason == "budget" {
+		msg = fmt.Sprintf("replicas %d → %d: the namespace's idle budget gives %d of the %d the policy asks (%s)", cur, next, target, x.dec.Idle, x.dec.Message)
+	}
+	c.rec.Event(d, corev1.EventTypeNormal, eventReason(reason), msg)
+	c.log.Info("pool sized", "namespace", ns, "pool", name, "from", cur, "to", next, "reason", reason)
+	st := Status{Replicas: next, Reason: reason, Message: msg, Desired: x.dec.Idle, Demand: x.dec.Terms.Demand,
+		DemandAt: demandAt(x.claims, x.dec.Terms.Demand), LastClaim: x.lastDem.UTC(), PodStart: x.start.Seconds(), DecidedAt: now.UTC()}
+	if err := c.writeStatus(ctx, d, st); err != nil {
+		// The size is set; the status is advice. Not retried.
+		c.m.errors.WithLabelValues("status").Inc()
+		c.log.Warn("writing the pool's status failed", "pool", name, "err", err)
+	}
+	return unmarkErr
+}
+
+// eventReason is the Event reason for a sizing reason: "ScaledBy" and the
+// reason in CamelCase (ScaledByDemand, ScaledByIdleTime, ScaledByBudget…),
+// so `kubectl get events --field-selector reason=ScaledByBudget` finds them.
+func eventReason(r string) string {
+	var b strings.Builder
+	b.WriteString("ScaledBy")
+	for _, w := range strings.Split(r, "_") {
+		if w != "" {
+			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		}
+	}
+	return b.String()
+}
+
+// demandAt is the time of the last claim of the busiest window: the latest
+// claim when the demand term is set (a seed at that time keeps the figure
+// for one idle_time after it, as the claims themselves would).
+func demandAt(claims []time.Time, demand int) time.Time {
+	var last time.Time
+	if demand == 0 {
+		return last
+	}
+	for _, t := range claims {
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last.UTC()
+}
+
+// setGauges sets the pool's gauges from its pods and decision.
+func (c *Controller) setGauges(x decided, target int, now time.Time) {
+	ns, name := x.d.Namespace, x.d.Name
+	c.m.idle.WithLabelValues(ns, name).Set(float64(len(x.pods.idle)))
+	c.m.starting.WithLabelValues(ns, name).Set(float64(len(x.pods.starting)))
+	c.m.busy.WithLabelValues(ns, name).Set(float64(x.pods.busy))
+	c.m.replicas.WithLabelValues(ns, name).Set(float64(replicasOf(x.d)))
+	c.m.desired.WithLabelValues(ns, name).Set(float64(x.dec.Idle))
+	c.m.podStart.WithLabelValues(ns, name).Set(x.start.Seconds())
+	n := 0
+	for _, t := range x.claims {
+		if t.After(now.Add(-time.Minute)) {
+			n++
+		}
+	}
+	c.m.claimsPerMinute.WithLabelValues(ns, name).Set(float64(n))
+	_ = target
+}
+
+// retire marks, in the ReplicaSet's own removal order, the idle and
+// starting pods beyond target retiring, each under its resourceVersion, and
+// returns the replicas to set: never fewer than the pods left unmarked, so
+// the ReplicaSet removes only marked pods. A pod claimed meanwhile has left
+// the ReplicaSet and counts as neither; pods not created yet are simply not
+// created.
+func (c *Controller) retire(ctx context.Context, x decided, target, cur int, now time.Time) (int, error) {
+	order := retireOrder(x.pods)
+	excess, stay := len(order)-target, len(order)
+	for _, p := range order {
+		if excess <= 0 {
+			break
+		}
+		res, err := c.mark(ctx, p, now)
+		if err != nil {
+			c.m.errors.WithLabelValues("retire").Inc()
+			// Scale by the marks so far: those pods are unclaimable now.
+			return min(cur, max(target, stay)), err
+		}
+		if res != kept {
+			// Marked, or left the ReplicaSet (claimed): one pod fewer
+			// that stays, one fewer to remove.
+			stay--
+			excess--
+		}
+	}
+	return min(cur, max(target, stay)), nil
+}
+
+// markResult is what mark did to a pod.
+type markResult int
+
+const (
+	// marked: the pod is retiring; the ReplicaSet will remove it.
+	marked markResult = iota
+	// left: the pod was claimed, deleted or relabelled meanwhile: it is no
+	// longer the ReplicaSet's, and not the controller's to remove.
+	left
+	// kept: the pod kept changing under the mark; it stays idle.
+	kept
+)
+
+// mark marks one pod retiring. A refusal because the kubelet updated the
+// pod's status meanwhile is retried once from the pod as it is now.
+// Errors: the API server's, other than a conflict or a pod gone.
+func (c *Controller) mark(ctx context.Context, p *corev1.Pod, now time.Time) (markResult, error) {
+	pods := c.cs.CoreV1().Pods(p.Namespace)
+	rv := p.ResourceVersion
+	for try := 0; try < 2; try++ {
+		_, err := pods.Patch(ctx, p.Name, types.MergePatchType, retireMark(rv, now), metav1.PatchOptions{})
+		switch {
+		case err == nil:
+			return marked, nil
+		case apierrors.IsNotFound(err):
+			return left, nil
+		case !apierrors.IsConflict(err):
+			return kept, err
+		}
+		fresh, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return left, nil
+		}
+		if err != nil {
+			return kept, err
+		}
+		if fresh.UID != p.UID || fresh.DeletionTimestamp != nil || fresh.Labels[pool.LabelState] != pool.StateIdle {
+			return left, nil
+		}
+		rv = fresh.ResourceVersion
+	}
+	return kept, nil
+}
+
+// unmarkStale takes the retiring mark off pods the ReplicaSet kept for
+// longer than RetireGrace, so they can be claimed again.
+func (c *Controller) unmarkStale(ctx context.Context, retiring []*corev1.Pod, now time.Time) error {
+	var errs []error
+	for _, p := range retiring {
+		if at := markedAt(p); !at.IsZero() && now.Sub(at) < c.cfg.RetireGrace {
+			continue
+		}
+		_, err := c.cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, retireUnmark(p.ResourceVersion), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			c.m.errors.WithLabelValues("retire").Inc()
+			errs = append(errs, fmt.Errorf("unmark %s: %w", p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writeStatus writes st into d's AnnotationStatus (a merge patch of that
+// one annotation).
+func (c *Controller) writeStatus(ctx context.Context, d *appsv1.Deployment, st Status) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationStatus: string(b)}}})
+	_, err = c.cs.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return err
+}

@@ -1,0 +1,358 @@
+// Package pools is warmpod-pools, the pool controller: it sizes the warm
+// pools (Deployments labelled as pools, executor/pool.PoolSelector) of one
+// namespace by their warmpod.dev/policy annotation (package sizing) and the
+// demand it sees on their pods, within one idle budget for the namespace.
+//
+// It follows Kubernetes' sample-controller: shared informers on the pools'
+// Deployments and pods (no polling of the API server), one work queue whose
+// single key is the namespace (the budget makes every pool's size depend on
+// every other's), a rate-limited retry when the API server fails, and Events
+// with reasons on each pool. It writes only the pools' replicas (through the
+// deployments/scale subresource), their AnnotationStatus, and the retiring
+// mark of the idle pods it scales away. Without it pools keep their last
+// size: nothing it does is needed for a job to run.
+package pools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/sizing"
+)
+
+// Config is the controller's configuration (warmpod-pools' flags).
+type Config struct {
+	// Namespace holds the pools the controller sizes.
+	Namespace string
+	// Budget caps the namespace's idle pods together (sizing.Share).
+	Budget sizing.Budget
+	// Resync is the longest time between two decisions without any event:
+	// what bounds the lag behind a period's start or an idle_time's end.
+	// Decisions read the informers' cache, never the API server. Default
+	// DefaultResync.
+	Resync time.Duration
+	// Batch is how long a pod or Deployment event waits for others before
+	// the decision it triggers, so a burst of claims is one decision and one
+	// write per pool, not one per claim. Default DefaultBatch.
+	Batch time.Duration
+	// RetireGrace is how long a pod marked retiring may stay before the
+	// mark is taken off again (the ReplicaSet removed another pod instead,
+	// or the pool grew meanwhile). Default DefaultRetireGrace.
+	RetireGrace time.Duration
+}
+
+// Defaults of Config.
+const (
+	DefaultResync      = 10 * time.Second
+	DefaultBatch       = 200 * time.Millisecond
+	DefaultRetireGrace = 30 * time.Second
+)
+
+// Event reasons of the controller, on a pool's Deployment.
+const (
+	// EventInvalidPolicy: the pool's warmpod.dev/policy does not parse; the
+	// message names the field. The pool keeps its size.
+	EventInvalidPolicy = "InvalidPolicy"
+	// EventScaleFailed: a write to change the pool's size failed; it is
+	// retried with back-off.
+	EventScaleFailed = "ScaleFailed"
+)
+
+// Controller sizes the pools of one namespace. Make it with New and run it
+// with Run, only while holding the leader Lease (cmd/warmpod-pools).
+type Controller struct {
+	cs      kubernetes.Interface
+	cfg     Config
+	log     *slog.Logger
+	clock   clock.WithTicker
+	rec     record.EventRecorder
+	m       *Metrics
+	tracker *Tracker
+	started time.Time
+
+	factory informers.SharedInformerFactory
+	deps    appslisters.DeploymentLister
+	pods    corelisters.PodLister
+	depsOK  cache.InformerSynced
+	podsOK  cache.InformerSynced
+	queue   workqueue.TypedRateLimitingInterface[string]
+
+	// Owned by the worker goroutine.
+	invalid map[string]string // pool → the policy text reported invalid
+	sized   map[string]bool   // pools sized at least once (for metrics clean-up)
+}
+
+// New makes a Controller over cs. rec reports Events on the pools'
+// Deployments; clk is the clock (clock.RealClock{} outside tests).
+func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTicker, rec record.EventRecorder, m *Metrics) *Controller {
+	if cfg.Resync <= 0 {
+		cfg.Resync = DefaultResync
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.RetireGrace <= 0 {
+		cfg.RetireGrace = DefaultRetireGrace
+	}
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace))
+	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f,
+		invalid: map[string]string{}, sized: map[string]bool{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 2*time.Minute),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pools", Clock: clk}),
+	}
+	return c
+}
+
+// Run starts the informers (Start) and sizes pools until ctx ends. Errors:
+// Start's.
+func (c *Controller) Run(ctx context.Context) error {
+	defer c.queue.ShutDown()
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	c.log.Info("sizing pools", "namespace", c.cfg.Namespace, "budget", fmt.Sprintf("%+v", c.cfg.Budget))
+	c.queue.Add(c.cfg.Namespace)
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for c.next(ctx) {
+	}
+	c.factory.Shutdown()
+	return nil
+}
+
+// Start starts the informers and waits for their caches, seeding each
+// pool's demand from its status (what the previous leader knew) before the
+// pods are seen. Reconcile may be called once it returns (tests call it
+// directly instead of Run). Errors: a cache did not sync before ctx ended.
+func (c *Controller) Start(ctx context.Context) error {
+	c.started = c.clock.Now()
+	di := c.factory.Apps().V1().Deployments()
+	c.deps, c.depsOK = di.Lister(), di.Informer().HasSynced
+	enqueue := func(any) { c.queue.AddAfter(c.cfg.Namespace, c.cfg.Batch) }
+	if _, err := di.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue}); err != nil {
+		return err
+	}
+	c.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.depsOK) {
+		return errors.New("pools: the Deployments' cache did not sync")
+	}
+	// Seed before the pods are seen: their claims up to the status's time
+	// are in the seeded figure already.
+	if deps, err := c.deps.Deployments(c.cfg.Namespace).List(poolSelector()); err == nil {
+		for _, d := range deps {
+			if s := readStatus(d); !s.DecidedAt.IsZero() {
+				c.tracker.Seed(d.Namespace+"/"+d.Name, s)
+			}
+		}
+	}
+	pi := c.factory.Core().V1().Pods()
+	c.pods, c.podsOK = pi.Lister(), pi.Informer().HasSynced
+	if _, err := pi.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.podEvent(o) },
+		UpdateFunc: func(_, n any) { c.podEvent(n) },
+		DeleteFunc: func(o any) {
+			if p, ok := podOf(o); ok {
+				c.tracker.Forget(p.UID)
+			}
+			enqueue(o)
+		},
+	}); err != nil {
+		return err
+	}
+	c.factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.podsOK) {
+		return errors.New("pools: the pods' cache did not sync")
+	}
+	return nil
+}
+
+// podOf is the pod of an informer's delete notification, tombstone or not.
+func podOf(o any) (*corev1.Pod, bool) {
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	p, ok := o.(*corev1.Pod)
+	return p, ok
+}
+
+// podEvent counts a pod's claim, wait and start time once, and asks for a
+// decision.
+func (c *Controller) podEvent(o any) {
+	p, ok := o.(*corev1.Pod)
+	if !ok || p.Labels[pool.LabelPool] == "" {
+		return
+	}
+	ob := c.tracker.Observe(p, c.clock.Now())
+	name := p.Labels[pool.LabelPool]
+	// Claims made before this process started were counted by the one
+	// before it: the counters start at zero, the demand history does not.
+	if ob.Claim != nil && ob.Claim.At.After(c.started) {
+		c.m.claims.WithLabelValues(p.Namespace, name, kind(ob.Claim.Warm)).Inc()
+	}
+	if ob.Wait >= 0 && !p.CreationTimestamp.Time.Before(c.started.Add(-time.Hour)) {
+		c.m.claimWait.WithLabelValues(p.Namespace, name, kind(ob.WaitWarm)).Observe(ob.Wait.Seconds())
+	}
+	c.queue.AddAfter(p.Namespace, c.cfg.Batch)
+}
+
+// next takes one key from the queue and decides; false when the queue is
+// shut down.
+func (c *Controller) next(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.Reconcile(ctx); err != nil {
+		c.log.Warn("sizing pools failed; retrying with back-off", "namespace", key, "err", err)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	c.queue.AddAfter(key, c.cfg.Resync)
+	return true
+}
+
+// poolSelector selects the pools' Deployments.
+func poolSelector() labels.Selector {
+	s, _ := labels.Parse(pool.PoolSelector)
+	return s
+}
+
+// decided is one pool's decision before the budget.
+type decided struct {
+	d        *appsv1.Deployment
+	key      string
+	pods     poolPods
+	dec      sizing.Decision
+	per      sizing.Period
+	claims   []time.Time
+	lastDem  time.Time
+	start    time.Duration
+	cpu, mem int64
+}
+
+// Reconcile decides every pool of the namespace once, from the cache, and
+// writes the sizes that changed. A pool with an invalid policy is reported
+// and left alone; the other pools go on. Errors: the API server's, after
+// every pool was tried (the caller retries with back-off).
+func (c *Controller) Reconcile(ctx context.Context) error {
+	now := c.clock.Now()
+	deps, err := c.deps.Deployments(c.cfg.Namespace).List(poolSelector())
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return cmpString(a.Name, b.Name) })
+	var ds []decided
+	present := map[string]bool{}
+	for _, d := range deps {
+		key := d.Namespace + "/" + d.Name
+		text, has := d.Annotations[sizing.Annotation]
+		if !has || d.DeletionTimestamp != nil {
+			continue
+		}
+		present[key] = true
+		pol, err := sizing.Parse(text)
+		if err != nil {
+			c.reportInvalid(ctx, d, key, text, err)
+			continue
+		}
+		delete(c.invalid, key)
+		c.m.policyValid.WithLabelValues(d.Namespace, d.Name).Set(1)
+		pods, err := c.pods.Pods(d.Namespace).List(labels.SelectorFromSet(labels.Set{pool.LabelPool: d.Name}))
+		if err != nil {
+			return err
+		}
+		pp := sortPods(pods)
+		obs := pp.observation(c.tracker, key, now)
+		_, per := pol.Active(now)
+		x := decided{d: d, key: key, pods: pp, dec: sizing.Decide(pol, obs, now), per: per, start: obs.PodStart}
+		x.claims = append(obs.Claims, obs.ColdStarts...)
+		x.lastDem = obs.LastClaim
+		x.cpu, x.mem = podRequests(&d.Spec.Template)
+		ds = append(ds, x)
+	}
+	c.forgetGone(present)
+	demands := make([]sizing.Demand, len(ds))
+	for i, x := range ds {
+		demands[i] = sizing.Demand{Name: x.d.Name, Desired: x.dec.Idle, Min: x.per.Min, RecentClaims: x.dec.Terms.Demand,
+			MilliCPU: x.cpu, MemoryBytes: x.mem}
+	}
+	shares := sizing.Share(c.cfg.Budget, demands)
+	var errs []error
+	for i, x := range ds {
+		if err := c.apply(ctx, x, shares[i], now); err != nil {
+			errs = append(errs, fmt.Errorf("pool %s: %w", x.d.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// forgetGone drops the history and metrics of pools no longer sized.
+func (c *Controller) forgetGone(present map[string]bool) {
+	for key := range c.sized {
+		if !present[key] {
+			delete(c.sized, key)
+			ns, name, _ := cache.SplitMetaNamespaceKey(key)
+			c.tracker.Remove(key)
+			c.m.forget(ns, name)
+		}
+	}
+	for key := range c.invalid {
+		if !present[key] {
+			delete(c.invalid, key)
+		}
+	}
+	for key := range present {
+		c.sized[key] = true
+	}
+}
+
+// reportInvalid reports a policy that does not parse, once per text: an
+// Event and a log line that name the pool and the field, and the status.
+// The pool's size is not touched.
+func (c *Controller) reportInvalid(ctx context.Context, d *appsv1.Deployment, key, text string, err error) {
+	c.m.policyValid.WithLabelValues(d.Namespace, d.Name).Set(0)
+	if c.invalid[key] == text {
+		return
+	}
+	c.invalid[key] = text
+	msg := fmt.Sprintf("%s is invalid, the pool keeps its %d replicas: %v", sizing.Annotation, replicasOf(d), err)
+	c.log.Error("invalid pool policy", "namespace", d.Namespace, "pool", d.Name, "err", err)
+	c.rec.Event(d, corev1.EventTypeWarning, EventInvalidPolicy, msg)
+	st := Status{Replicas: replicasOf(d), Reason: "invalid", Message: msg, DecidedAt: c.clock.Now().UTC()}
+	if err := c.writeStatus(ctx, d, st); err != nil {
+		c.log.Warn("writing the pool's status failed", "pool", d.Name, "err", err)
+	}
+}

@@ -1,0 +1,224 @@
+package pools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/sizing"
+)
+
+// monday9 is a working Monday morning, UTC.
+var monday9 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+
+// A burst of claims is met at the burst's rate: ten jobs within one pod
+// start ask for ten idle pods at once (gitlab-runner#4863's 30-job pipeline
+// waited on a fixed step), with an Event and a status that say why.
+func TestBurstScalesAtItsRate(t *testing.T) {
+	now := monday9
+	objs := []k8sruntime.Object{poolDeployment("alpine", "- idle_count: 2\n  idle_time: 10m", 2)}
+	for i := range 10 {
+		objs = append(objs, claimedPod("alpine", fmt.Sprintf("job-%d", i), now.Add(-time.Duration(i)*time.Second)))
+	}
+	h := newHarness(t, now, sizing.Budget{}, objs...)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 10, h.api.replicas(t, "alpine"))
+	ev := h.events()
+	require.Len(t, ev, 1)
+	assert.Contains(t, ev[0], "Normal ScaledByDemand replicas 2 → 10")
+	d, err := h.api.AppsV1().Deployments(ns).Get(context.Background(), "alpine", metav1.GetOptions{})
+	require.NoError(t, err)
+	st := readStatus(d)
+	assert.Equal(t, 10, st.Replicas)
+	assert.Equal(t, "demand", st.Reason)
+	assert.Equal(t, 10, st.Demand)
+	assert.Equal(t, float64(10), testutil.ToFloat64(h.c.m.replicas.WithLabelValues(ns, "alpine")))
+	assert.Equal(t, float64(1), testutil.ToFloat64(h.c.m.scaleChanges.WithLabelValues(ns, "alpine", "up", "demand")))
+
+	// Deciding again from the same state writes nothing more.
+	h.settle(t)
+	before := h.api.Writes("update/deployments/scale")
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, before, h.api.Writes("update/deployments/scale"))
+	assert.Empty(t, h.events())
+}
+
+// Scale-down removes idle pods only, chosen by the controller: each is
+// marked retiring under its resourceVersion before replicas go down, so a
+// claim racing the removal either wins the pod (the mark is refused) or
+// finds it retiring (the driver skips it) — never both.
+func TestScaleDownRetiresIdlePodsOnly(t *testing.T) {
+	now := monday9
+	h := newHarness(t, now, sizing.Budget{},
+		poolDeployment("alpine", "- idle_count: 1\n  idle_time: 10m", 4),
+		idlePod("alpine", "old", true, now.Add(-time.Hour)),
+		idlePod("alpine", "young", true, now.Add(-time.Minute)),
+		idlePod("alpine", "racing", true, now.Add(-2*time.Minute)),
+		idlePod("alpine", "starting", false, now.Add(-time.Second)),
+		claimedPod("alpine", "busy", now.Add(-time.Hour)),
+	)
+	// A driver claims "racing" just before the controller's mark lands.
+	h.api.before = func(a k8stesting.Action) error {
+		if pa, ok := a.(k8stesting.PatchAction); ok && pa.GetName() == "racing" && strings.Contains(string(pa.GetPatch()), pool.AnnotationRetiring) {
+			h.api.before = nil
+			obj, _ := h.api.Tracker().Get(podsGVR, ns, "racing")
+			p := obj.(*corev1.Pod).DeepCopy()
+			p.Labels[pool.LabelState] = pool.StateClaimed
+			p.ResourceVersion = h.api.nextRV()
+			_ = h.api.Tracker().Update(podsGVR, p, ns)
+			return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "racing", errors.New("modified"))
+		}
+		return nil
+	}
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	retiring := map[string]bool{}
+	pods, err := h.api.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		if p.Annotations[pool.AnnotationRetiring] != "" {
+			retiring[p.Name] = true
+			assert.Equal(t, retireCost, p.Annotations[AnnotationDeletionCost])
+		}
+	}
+	// The ReplicaSet's order: the pod not Ready first, then the youngest
+	// Ready ones; "racing" was claimed, so "old" stays as the one idle pod.
+	assert.Equal(t, map[string]bool{"starting": true, "young": true}, retiring)
+	assert.Equal(t, 1, h.api.replicas(t, "alpine"), "one unmarked idle pod stays: the ReplicaSet removes only the marked ones")
+	obj, _ := h.api.Tracker().Get(podsGVR, ns, "racing")
+	assert.Equal(t, pool.StateClaimed, obj.(*corev1.Pod).Labels[pool.LabelState], "the claim won its pod")
+	assert.Empty(t, obj.(*corev1.Pod).Annotations[pool.AnnotationRetiring])
+	obj, _ = h.api.Tracker().Get(podsGVR, ns, "busy")
+	assert.Empty(t, obj.(*corev1.Pod).Annotations[pool.AnnotationRetiring], "a busy pod is never marked")
+	ev := h.events()
+	require.Len(t, ev, 1)
+	assert.Contains(t, ev[0], "ScaledByIdleTime replicas 4 → 1", "the last claim was an hour ago")
+}
+
+// A pod the ReplicaSet kept although it was marked (it removed another)
+// is made claimable again after the retire grace.
+func TestStaleRetiringMarkIsTakenOff(t *testing.T) {
+	now := monday9
+	p := idlePod("alpine", "kept", true, now.Add(-time.Hour))
+	p.Annotations = map[string]string{pool.AnnotationRetiring: now.Add(-time.Minute).Format(time.RFC3339), AnnotationDeletionCost: retireCost}
+	q := idlePod("alpine", "fresh", true, now.Add(-time.Hour))
+	q.Annotations = map[string]string{pool.AnnotationRetiring: now.Add(-time.Second).Format(time.RFC3339), AnnotationDeletionCost: retireCost}
+	h := newHarness(t, now, sizing.Budget{}, poolDeployment("alpine", "- idle_count: 1", 1), p, q)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	got, _ := h.api.Tracker().Get(podsGVR, ns, "kept")
+	assert.Empty(t, got.(*corev1.Pod).Annotations[pool.AnnotationRetiring])
+	assert.Empty(t, got.(*corev1.Pod).Annotations[AnnotationDeletionCost])
+	got, _ = h.api.Tracker().Get(podsGVR, ns, "fresh")
+	assert.NotEmpty(t, got.(*corev1.Pod).Annotations[pool.AnnotationRetiring], "within the grace the ReplicaSet may still remove it")
+}
+
+// An invalid policy is reported once (Event, status, metric) naming the
+// pool and the field; that pool keeps its size and the other pools go on.
+func TestInvalidPolicyKeepsThePoolsSize(t *testing.T) {
+	cases := []struct{ name, policy, field string }{
+		{"cron", "- periods: [\"* 8-17 * * funday\"]\n  idle_count: 2", "periods"},
+		{"over-max", "- idle_count: 5\n  max: 2", "idle_count"},
+		{"negative", "- idle_count: -1", "idle_count"},
+		{"zone", "- idle_count: 1\n  timezone: Mars/Olympus", "timezone"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, monday9, sizing.Budget{},
+				poolDeployment("bad", tc.policy, 3),
+				poolDeployment("good", "- idle_count: 2", 0))
+			require.NoError(t, h.c.Reconcile(context.Background()))
+			assert.Equal(t, 3, h.api.replicas(t, "bad"))
+			assert.Equal(t, 2, h.api.replicas(t, "good"), "the other pools go on")
+			ev := strings.Join(h.events(), "\n")
+			assert.Contains(t, ev, "Warning InvalidPolicy warmpod.dev/policy is invalid, the pool keeps its 3 replicas")
+			assert.Contains(t, ev, tc.field)
+			assert.Equal(t, float64(0), testutil.ToFloat64(h.c.m.policyValid.WithLabelValues(ns, "bad")))
+			d, err := h.api.AppsV1().Deployments(ns).Get(context.Background(), "bad", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Equal(t, "invalid", readStatus(d).Reason)
+			// Reported once per text, not at every decision.
+			h.settle(t)
+			require.NoError(t, h.c.Reconcile(context.Background()))
+			assert.NotContains(t, strings.Join(h.events(), "\n"), "InvalidPolicy")
+		})
+	}
+}
+
+// The API server failing: the error is returned for a retry with back-off,
+// and nothing changes.
+func TestAPIServerDownChangesNothing(t *testing.T) {
+	h := newHarness(t, monday9, sizing.Budget{}, poolDeployment("alpine", "- idle_count: 2", 5),
+		idlePod("alpine", "a", true, monday9.Add(-time.Hour)))
+	h.api.before = func(k8stesting.Action) error { return apierrors.NewServiceUnavailable("etcd is down") }
+	err := h.c.Reconcile(context.Background())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "pool alpine")
+	h.api.before = nil
+	assert.Equal(t, 5, h.api.replicas(t, "alpine"))
+}
+
+// One budget across the namespace's pools, shared by demand: the pool
+// with claims gets its pods first; the sum stays within the budget.
+func TestBudgetIsSharedByDemand(t *testing.T) {
+	now := monday9
+	objs := []k8sruntime.Object{
+		poolDeployment("busy", "- idle_count: 2\n  idle_time: 10m", 2),
+		poolDeployment("quiet-a", "- idle_count: 2", 2),
+		poolDeployment("quiet-b", "- idle_count: 2", 2),
+	}
+	for i := range 6 {
+		objs = append(objs, claimedPod("busy", fmt.Sprintf("job-%d", i), now.Add(-time.Duration(i)*time.Second)))
+	}
+	h := newHarness(t, now, sizing.Budget{Pods: 8}, objs...)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	busy, a, b := h.api.replicas(t, "busy"), h.api.replicas(t, "quiet-a"), h.api.replicas(t, "quiet-b")
+	assert.Equal(t, 6, busy)
+	assert.Equal(t, 8, busy+a+b)
+	assert.Contains(t, strings.Join(h.events(), "\n"), "ScaledByBudget")
+}
+
+// A new leader keeps the capacity the last one set for a burst (seeded
+// from the pool's status) instead of scaling to idle_count at once.
+func TestTakeoverKeepsBurstCapacity(t *testing.T) {
+	now := monday9
+	d := poolDeployment("alpine", "- idle_count: 1\n  idle_time: 10m", 8)
+	d.Annotations[AnnotationStatus] = fmt.Sprintf(`{"replicas":8,"reason":"demand","demand":8,"demandAt":%q,"lastClaim":%q,"decidedAt":%q}`,
+		now.Add(-2*time.Minute).Format(time.RFC3339Nano), now.Add(-2*time.Minute).Format(time.RFC3339Nano), now.Add(-time.Minute).Format(time.RFC3339Nano))
+	objs := []k8sruntime.Object{d}
+	for i := range 8 {
+		objs = append(objs, idlePod("alpine", fmt.Sprintf("idle-%d", i), true, now.Add(-time.Minute)))
+	}
+	// Claims the old leader counted are not counted twice.
+	objs = append(objs, claimedPod("alpine", "counted", now.Add(-2*time.Minute)))
+	h := newHarness(t, now, sizing.Budget{}, objs...)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 8, h.api.replicas(t, "alpine"))
+	assert.Empty(t, h.events())
+
+	// idle_time after the burst the pool goes back to idle_count.
+	h.clock.Step(9 * time.Minute)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 1, h.api.replicas(t, "alpine"))
+	assert.Contains(t, strings.Join(h.events(), "\n"), "ScaledByIdleTime replicas 8 → 1")
+}
+
+// Pools without a policy are not the controller's.
+func TestPoolWithoutPolicyIsLeftAlone(t *testing.T) {
+	h := newHarness(t, monday9, sizing.Budget{}, poolDeployment("manual", "", 3))
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 3, h.api.replicas(t, "manual"))
+	assert.Zero(t, h.api.Writes("update/deployments/scale"))
+}

@@ -1,0 +1,195 @@
+package pools
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/sizing"
+)
+
+// AnnotationStatus is the pool Deployment's annotation where the controller
+// writes why the pool has its size (a JSON Status), so that
+//
+//	kubectl get deploy -l app.kubernetes.io/component=pool \
+//	  -o custom-columns='POOL:.metadata.name,REPLICAS:.spec.replicas,WHY:.metadata.annotations.warmpod\.dev/sizing'
+//
+// shows it. It is written with each change of size, and when the policy is
+// found invalid.
+const AnnotationStatus = "warmpod.dev/sizing"
+
+// AnnotationDeletionCost is Kubernetes' ReplicaSet hint (beta and on since
+// 1.22): when a ReplicaSet scales down it removes, among pods of equal rank,
+// those with the lowest cost first. Retiring pods get retireCost.
+const AnnotationDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
+
+// retireCost is the deletion cost of a retiring pod: below any cost a user
+// sets on a pool pod.
+const retireCost = "-2147483648"
+
+// Status is the JSON of AnnotationStatus.
+type Status struct {
+	// Replicas is the size the controller set.
+	Replicas int `json:"replicas"`
+	// Reason is the rule that set it: a sizing.Reason, or "budget" when the
+	// namespace's budget cut the pool's own figure, or "invalid" when the
+	// policy could not be read (the size is then left alone).
+	Reason string `json:"reason"`
+	// Message says the same for a human (for "invalid": the field and why).
+	Message string `json:"message"`
+	// Desired is the pool's own figure before the budget.
+	Desired int `json:"desired"`
+	// Demand is the most claims within one pod start of the last idle_time,
+	// and DemandAt the time of the last of them; LastClaim the pool's last
+	// claim. A new leader seeds its history from them (Tracker.Seed).
+	Demand    int       `json:"demand"`
+	DemandAt  time.Time `json:"demandAt,omitzero"`
+	LastClaim time.Time `json:"lastClaim,omitzero"`
+	// PodStart is the measured pod start time used, in seconds.
+	PodStart float64 `json:"podStartSeconds"`
+	// DecidedAt is when this was decided.
+	DecidedAt time.Time `json:"decidedAt"`
+}
+
+// readStatus parses d's AnnotationStatus; the zero Status when there is
+// none or it does not parse (a status is advice, never a reason to fail).
+func readStatus(d *appsv1.Deployment) Status {
+	var s Status
+	_ = json.Unmarshal([]byte(d.Annotations[AnnotationStatus]), &s)
+	return s
+}
+
+// poolPods are a pool's pods in the informer's cache, sorted by what they
+// are to the controller.
+type poolPods struct {
+	// idle are Ready unclaimed pods of the pool, starting those not Ready
+	// yet; neither terminating nor retiring.
+	idle, starting []*corev1.Pod
+	// retiring are pods marked AnnotationRetiring and not yet terminating.
+	retiring []*corev1.Pod
+	// busy are claimed pods (warm and cold) not yet terminating or ended.
+	busy int
+}
+
+// sortPods sorts the pods labelled for pool name. A pod whose
+// warmpod.dev/state is neither idle nor claimed is not the controller's.
+func sortPods(pods []*corev1.Pod) poolPods {
+	var pp poolPods
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		switch p.Labels[pool.LabelState] {
+		case pool.StateClaimed:
+			pp.busy++
+		case pool.StateIdle:
+			switch {
+			case p.Annotations[pool.AnnotationRetiring] != "":
+				pp.retiring = append(pp.retiring, p)
+			case pool.PodReady(p):
+				pp.idle = append(pp.idle, p)
+			default:
+				pp.starting = append(pp.starting, p)
+			}
+		}
+	}
+	return pp
+}
+
+// observation is what sizing.Decide needs of the pool's pods and history.
+func (pp poolPods) observation(t *Tracker, key string, now time.Time) sizing.Observation {
+	claims, colds, last, start, ups := t.Demand(key, now)
+	return sizing.Observation{
+		Idle: len(pp.idle), Starting: len(pp.starting), Busy: pp.busy,
+		Claims: claims, ColdStarts: colds, LastClaim: last, PodStart: start, ScaledUpLastMinute: ups,
+	}
+}
+
+// retireOrder returns the idle and starting pods in the order a ReplicaSet
+// removes pods when it scales down (ActivePodsWithRanks in Kubernetes'
+// pkg/controller): not yet scheduled first, then Pending before Running, not
+// Ready before Ready, and, within a rank, the youngest first. Marking the
+// first n of them retiring (with AnnotationDeletionCost lowest) and lowering
+// replicas by n makes the ReplicaSet pick exactly those n: the pods it
+// would have picked anyway, with the deletion cost settling ties among Ready
+// pods. So the controller chooses which pods go, and each was made
+// unclaimable first under its resourceVersion.
+func retireOrder(pp poolPods) []*corev1.Pod {
+	pods := append(slices.Clone(pp.starting), pp.idle...)
+	rank := func(p *corev1.Pod) int {
+		r := 0
+		if p.Spec.NodeName != "" {
+			r += 4
+		}
+		if p.Status.Phase == corev1.PodRunning {
+			r += 2
+		}
+		if pool.PodReady(p) {
+			r++
+		}
+		return r
+	}
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time)
+	})
+	return pods
+}
+
+// podRequests is one pod's requests of CPU (millicores) and memory (bytes),
+// for the budget: the sum over its containers, or the largest init
+// container's when that is more (the scheduler's rule).
+func podRequests(t *corev1.PodTemplateSpec) (milliCPU, memBytes int64) {
+	req := pool.PodRequests(&t.Spec)
+	return req.Cpu().MilliValue(), req.Memory().Value()
+}
+
+// retireMark is the merge patch that makes an idle pod unclaimable and the
+// ReplicaSet's first choice to remove, on the condition that it is still at
+// resourceVersion rv: a claim that won the pod first changed it, and the
+// patch is refused (409), so a claim and a removal never both win one pod.
+func retireMark(rv string, at time.Time) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": rv,
+		"annotations": map[string]string{
+			pool.AnnotationRetiring: at.UTC().Format(time.RFC3339),
+			AnnotationDeletionCost:  retireCost,
+		},
+	}})
+	return b
+}
+
+// retireUnmark undoes retireMark on a pod the ReplicaSet did not remove
+// (a pod it preferred went first, or the pool grew again), under the same
+// precondition.
+func retireUnmark(rv string) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": rv,
+		"annotations":     map[string]any{pool.AnnotationRetiring: nil, AnnotationDeletionCost: nil},
+	}})
+	return b
+}
+
+// markedAt is when pod was marked retiring; zero if not or unreadable.
+func markedAt(p *corev1.Pod) time.Time {
+	t, _ := time.Parse(time.RFC3339, p.Annotations[pool.AnnotationRetiring])
+	return t
+}
+
+// replicasOf is d's spec.replicas (1, the API server's default, when unset).
+func replicasOf(d *appsv1.Deployment) int {
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return int(*d.Spec.Replicas)
+}
+
+// itoa is strconv.Itoa, for label values of metrics.
+func itoa(n int) string { return strconv.Itoa(n) }

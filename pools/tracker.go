@@ -1,0 +1,268 @@
+package pools
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/warmpod/warmpod/executor/pool"
+)
+
+// history is how much of a pool's past the tracker keeps. sizing.Decide
+// reads the claims of the last idle_time only; a day covers every idle_time
+// a sane policy sets, and a longer one still sees the last claim (kept
+// apart) for its idle_time rule, but not the size of a burst over a day old.
+const history = 24 * time.Hour
+
+// startSamples is how many pod start times a pool keeps; its PodStart is
+// their median, so one slow image pull does not set the pool's size for an
+// hour, yet a pool whose pods became slower follows within a few pods.
+const startSamples = 9
+
+// Claim is one job that wanted a pod of a pool, as the tracker saw it.
+type Claim struct {
+	// Pool is the pool's name (the pod's warmpod.dev/pool label).
+	Pool string
+	// At is when the job got its pod (the claim's AnnotationClaimedAt; a
+	// cold pod's creation).
+	At time.Time
+	// Warm is false for a cold fallback.
+	Warm bool
+	// Wait is from the driver's first look for a pod to a Ready pod it
+	// holds; < 0 = not known yet (a cold pod's is known when it is Ready).
+	Wait time.Duration
+}
+
+// poolHistory is what the tracker knows of one pool.
+type poolHistory struct {
+	claims, colds []time.Time
+	last          time.Time
+	starts        []time.Duration
+	ups           []scaleUp
+}
+
+// scaleUp is one increase of a pool's replicas by the controller.
+type scaleUp struct {
+	at time.Time
+	n  int
+}
+
+// Tracker turns pod events into each pool's demand: claims (a pod whose
+// warmpod.dev/state became claimed), cold starts (a cold pod whose
+// AnnotationColdReason is demand), and pod start times (creation to Ready of
+// the pool's own pods and of cold pods). Every pod counts once, whatever
+// the number of events the informer delivers for it (by UID). Safe for
+// concurrent use: informer handlers write, the reconcile reads.
+type Tracker struct {
+	mu    sync.Mutex
+	pools map[string]*poolHistory // by namespace/name
+	seen  map[types.UID]uint8     // what was counted of a pod: seen* bits
+	// ignoreBefore[pool]: claims at or before it are already in a seeded
+	// figure (see Seed).
+	ignoreBefore map[string]time.Time
+}
+
+// Bits of Tracker.seen.
+const (
+	seenClaim uint8 = 1 << iota
+	seenStart
+	seenWait
+)
+
+// NewTracker returns an empty Tracker.
+func NewTracker() *Tracker {
+	return &Tracker{pools: map[string]*poolHistory{}, seen: map[types.UID]uint8{}, ignoreBefore: map[string]time.Time{}}
+}
+
+func (t *Tracker) pool(key string) *poolHistory {
+	h := t.pools[key]
+	if h == nil {
+		h = &poolHistory{}
+		t.pools[key] = h
+	}
+	return h
+}
+
+// Observed is what one pod event added to a pool's history.
+type Observed struct {
+	// Claim is the claim the pod made, counted now; nil when none is new.
+	Claim *Claim
+	// Wait is a claim's wait that became known now (a warm claim's at once,
+	// a cold pod's when it is Ready); < 0 = none. WaitWarm tells which.
+	Wait     time.Duration
+	WaitWarm bool
+	// Start is a pod start time measured now (creation to Ready of a pool
+	// pod or a cold pod); 0 = none.
+	Start time.Duration
+}
+
+// Observe counts what pod tells, once per pod: the claim it made, its wait,
+// its start time. now stands in for a claim time the pod does not carry (a
+// claim by a driver older than AnnotationClaimedAt).
+func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
+	o := Observed{Wait: -1}
+	name := pod.Labels[pool.LabelPool]
+	if name == "" {
+		return o
+	}
+	key := pod.Namespace + "/" + name
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	bits := t.seen[pod.UID]
+	defer func() { t.seen[pod.UID] = bits }()
+	h := t.pool(key)
+	cold := pod.Annotations[pool.AnnotationColdReason]
+	claimed := pod.Labels[pool.LabelState] == pool.StateClaimed
+	if claimed && bits&seenClaim == 0 {
+		bits |= seenClaim
+		if c, ok := claimOf(pod, name, cold, now); ok && c.At.After(t.ignoreBefore[key]) {
+			addClaim(h, c)
+			o.Claim = &c
+			if c.Warm {
+				o.Wait, o.WaitWarm = c.Wait, true
+				bits |= seenWait
+			}
+		}
+	}
+	ready, at := readyAt(pod)
+	if !ready || bits&seenStart != 0 {
+		return o
+	}
+	bits |= seenStart
+	if claimed && cold == "" {
+		// A claimed pool pod was Ready long before its claim: its start
+		// was measured then, or is unknown.
+		return o
+	}
+	if start := at.Sub(pod.CreationTimestamp.Time); start > 0 {
+		o.Start = start
+		h.starts = append(h.starts, start)
+		if len(h.starts) > startSamples {
+			h.starts = h.starts[len(h.starts)-startSamples:]
+		}
+	}
+	if cold != "" && bits&seenWait == 0 && pool.ColdReason(cold).Demand() && bits&seenClaim != 0 {
+		// A cold pod's wait ends when it is Ready.
+		bits |= seenWait
+		o.Wait = waitOf(pod) + o.Start
+	}
+	return o
+}
+
+// claimOf is the claim a claimed pod stands for: a warm claim, or a cold
+// start whose reason is demand (its wait is known once it is Ready).
+func claimOf(pod *corev1.Pod, name, cold string, now time.Time) (Claim, bool) {
+	if cold != "" {
+		if !pool.ColdReason(cold).Demand() {
+			return Claim{}, false
+		}
+		return Claim{Pool: name, At: pod.CreationTimestamp.Time, Wait: -1}, true
+	}
+	at := now
+	if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[pool.AnnotationClaimedAt]); err == nil {
+		at = v
+	}
+	return Claim{Pool: name, At: at, Warm: true, Wait: waitOf(pod)}, true
+}
+
+// addClaim adds c to h.
+func addClaim(h *poolHistory, c Claim) {
+	if c.Warm {
+		h.claims = append(h.claims, c.At)
+	} else {
+		h.colds = append(h.colds, c.At)
+	}
+	if c.At.After(h.last) {
+		h.last = c.At
+	}
+}
+
+// waitOf reads AnnotationClaimWait; 0 when absent or bad.
+func waitOf(pod *corev1.Pod) time.Duration {
+	ms, err := strconv.ParseInt(pod.Annotations[pool.AnnotationClaimWait], 10, 64)
+	if err != nil || ms < 0 {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// readyAt tells whether pod is Ready and since when.
+func readyAt(pod *corev1.Pod) (bool, time.Time) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue, c.LastTransitionTime.Time
+		}
+	}
+	return false, time.Time{}
+}
+
+// Forget drops what was counted of a pod that is gone, so the map of seen
+// pods does not grow without end.
+func (t *Tracker) Forget(uid types.UID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.seen, uid)
+}
+
+// ScaledUp records that the controller raised pool key's replicas by n at.
+func (t *Tracker) ScaledUp(key string, n int, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.pool(key)
+	h.ups = append(h.ups, scaleUp{at: at, n: n})
+}
+
+// Seed restores what an earlier leader persisted in a pool's status
+// (Status.Demand claims at Status.DemandAt, Status.LastClaim), so that a
+// takeover keeps the capacity a burst needed instead of starting from no
+// history. Claims at or before Status.DecidedAt are in that figure already
+// and are not counted again. Seeding a pool the tracker has claims of
+// already does nothing.
+func (t *Tracker) Seed(key string, s Status) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.pool(key)
+	if len(h.claims)+len(h.colds) > 0 || !h.last.IsZero() {
+		return
+	}
+	for range min(s.Demand, 10_000) {
+		h.claims = append(h.claims, s.DemandAt)
+	}
+	h.last = s.LastClaim
+	t.ignoreBefore[key] = s.DecidedAt
+}
+
+// Demand is a pool's history as sizing.Observation wants it: its recent
+// warm claims and cold starts, its last claim, its measured pod start (the
+// median of the last few; 0 = none yet) and how many pods the controller
+// added in the minute before now. It prunes what is older than history.
+func (t *Tracker) Demand(key string, now time.Time) (claims, colds []time.Time, last time.Time, podStart time.Duration, upLastMinute int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.pool(key)
+	cut := now.Add(-history)
+	h.claims = slices.DeleteFunc(h.claims, func(c time.Time) bool { return c.Before(cut) })
+	h.colds = slices.DeleteFunc(h.colds, func(c time.Time) bool { return c.Before(cut) })
+	h.ups = slices.DeleteFunc(h.ups, func(u scaleUp) bool { return !u.at.After(now.Add(-time.Minute)) })
+	for _, u := range h.ups {
+		upLastMinute += u.n
+	}
+	if n := len(h.starts); n > 0 {
+		s := slices.Clone(h.starts)
+		slices.Sort(s)
+		podStart = s[n/2]
+	}
+	return slices.Clone(h.claims), slices.Clone(h.colds), h.last, podStart, upLastMinute
+}
+
+// Remove forgets a pool that is gone.
+func (t *Tracker) Remove(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.pools, key)
+	delete(t.ignoreBefore, key)
+}
