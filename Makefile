@@ -12,6 +12,7 @@ GCFLAGS   := $(foreach p,$(COLDPKGS),-gcflags=$(p)=-l)
 BIN       := bin/warmpod
 DRIVER    := bin/warmpod-gitlab
 HOOK      := bin/warmpod-github
+POOLS     := bin/warmpod-pools
 PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 
 .PHONY: help build test unit e2e demo deps vet size image image-github clean
@@ -19,12 +20,13 @@ PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1), bin/warmpod-gitlab (GitLab driver), bin/warmpod-github (+ .sh shim: Actions hook)
+build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1), bin/warmpod-gitlab (GitLab driver), bin/warmpod-github (+ .sh shim: Actions hook), bin/warmpod-pools (pool controller)
 	CGO_ENABLED=0 $(GO) build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/warmpod
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DRIVER) ./cmd/warmpod-gitlab
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(HOOK) ./cmd/warmpod-github
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(POOLS) ./cmd/warmpod-pools
 	install -m 0755 cmd/warmpod-github/shim.sh $(HOOK).sh
-	@ls -l $(BIN) $(DRIVER) $(HOOK) | awk '{print "built", $$NF, $$5, "bytes"}'
+	@ls -l $(BIN) $(DRIVER) $(HOOK) $(POOLS) | awk '{print "built", $$NF, $$5, "bytes"}'
 
 deps: ## install what the tests need (Debian: runc, busybox-static, the anchor inits)
 	@missing=""; for p in $(PKGS_DEB); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -85,8 +87,13 @@ HOOKS_DIR  ?= $(SHARED)/actions-hooks
 GLR_BIN    ?= /var/tmp/glr/bin
 HELPER_IMAGE ?= localhost/warmpod-gitlab-helper:dev
 HELPER_TAR := bin/gitlab-helper-image.tar
+# The executor side's image: the drivers, the hook and the pool controller,
+# static binaries at the root and nothing else (the controller's Deployment
+# runs /warmpod-pools).
+EXEC_IMAGE ?= localhost/warmpod-executor:dev
+EXEC_TAR   := bin/warmpod-executor-image.tar
 
-.PHONY: image-tar e2e-kube gitlab-runner gitlab-helper image-gitlab-helper actions-hooks bench-kube bench-github
+.PHONY: image-tar image-executor-tar e2e-kube gitlab-runner gitlab-helper image-gitlab-helper actions-hooks bench-kube bench-github
 
 gitlab-runner: ## build the real GitLab Runner + mock coordinator of ../shared/gitlab-runner (cached under /var/tmp/glr)
 	@test -x $(GLR_DIR)/build.sh || { echo "$(GLR_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
@@ -129,7 +136,14 @@ image-tar: build ## OCI image (busybox-static + warmpod) → bin/warmpod-image.t
 	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT) $(IMAGE) $(IMAGE_TAR) '["/usr/local/bin/warmpod"]'
 	rm -rf $(IMAGE_ROOT)
 
-e2e-kube: image-tar gitlab-runner image-gitlab-helper ## Kubernetes end-to-end tests, GitLab Runner jobs and Actions hook jobs included (starts ../shared/kube-e2e when KUBECONFIG is unset)
+image-executor-tar: build ## OCI image of the executor side (warmpod-gitlab, warmpod-github and its shim, warmpod-pools; nothing else) → bin/warmpod-executor-image.tar
+	@test -x $(SHARED)/kube-e2e/images/mkimage.sh || { echo "image-executor-tar: $(SHARED)/kube-e2e/images/mkimage.sh not found (set SHARED=path/to/shared)"; exit 1; }
+	rm -rf $(IMAGE_ROOT)-exec && mkdir -p $(IMAGE_ROOT)-exec
+	install -m 0755 $(DRIVER) $(HOOK) $(HOOK).sh $(POOLS) $(IMAGE_ROOT)-exec/
+	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT)-exec $(EXEC_IMAGE) $(EXEC_TAR) '["/warmpod-pools"]'
+	rm -rf $(IMAGE_ROOT)-exec
+
+e2e-kube: image-tar image-executor-tar gitlab-runner image-gitlab-helper ## Kubernetes end-to-end tests, GitLab Runner jobs and Actions hook jobs included (starts ../shared/kube-e2e when KUBECONFIG is unset)
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
@@ -137,6 +151,7 @@ e2e-kube: image-tar gitlab-runner image-gitlab-helper ## Kubernetes end-to-end t
 	echo "KUBECONFIG=$$KUBECONFIG"; \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(HELPER_TAR); \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(EXEC_TAR); \
 	$(MAKE) --no-print-directory actions-hooks; \
 	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) GLR_DIR=$(GLR_DIR) HOOKS_DIR=$(HOOKS_DIR) \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m ./e2e/kube/
