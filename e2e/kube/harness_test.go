@@ -293,6 +293,7 @@ type pod struct {
 			Name         string         `json:"name"`
 			Ready        bool           `json:"ready"`
 			RestartCount int            `json:"restartCount"`
+			ContainerID  string         `json:"containerID"`
 			State        containerState `json:"state"`
 			LastState    containerState `json:"lastState"`
 		} `json:"containerStatuses"`
