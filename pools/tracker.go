@@ -54,9 +54,10 @@ type scaleUp struct {
 // Tracker turns pod events into each pool's demand: claims (a pod whose
 // warmpod.dev/state became claimed), cold starts (a cold pod whose
 // AnnotationColdReason is demand), and pod start times (creation to Ready of
-// the pool's own pods and of cold pods). Every pod counts once, whatever
-// the number of events the informer delivers for it (by UID). Safe for
-// concurrent use: informer handlers write, the reconcile reads.
+// the pool's own pods and of its cold pods, but not of a no-pool cold pod:
+// another image). Every pod counts once, whatever the number of events the
+// informer delivers for it (by UID). Safe for concurrent use: informer
+// handlers write, the reconcile reads.
 type Tracker struct {
 	mu    sync.Mutex
 	pools map[string]*poolHistory // by namespace/name
@@ -136,6 +137,11 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 	if claimed && cold == "" {
 		// A claimed pool pod was Ready long before its claim: its start
 		// was measured then, or is unknown.
+		return o
+	}
+	if pool.ColdReason(cold) == pool.ColdNoPool {
+		// The default pool's template with the job's image: its start
+		// (that image's pull) is not a start of this pool's pods.
 		return o
 	}
 	if start := at.Sub(pod.CreationTimestamp.Time); start > 0 {

@@ -264,6 +264,10 @@ func TestTrackerPodStart(t *testing.T) {
 		{"claimed pool pods add none", []tpod{warmClaim("a", t0, 1), warmClaim("b", t0, 1)}, 0},
 		{"a claimed pool pod among starts", append(secs(2, 4), warmClaim("a", t0, 1)), 4 * time.Second},
 		{"a cold pod's start counts", []tpod{coldPod("c", "no-idle", t0.Add(-time.Minute), 0, true, 11*time.Second)}, 11 * time.Second},
+		// A no-pool cold pod is the default pool's template with the job's
+		// image: its start (that image's pull) is not one of this pool's.
+		{"a no-pool cold pod's start does not count", append(secs(4), coldPod("c", "no-pool", t0.Add(-time.Minute), 0, true, 90*time.Second)), 4 * time.Second},
+		{"a released cold pod's start counts", append(secs(4), coldPod("c", "released", t0.Add(-time.Minute), 0, true, 9*time.Second)), 9 * time.Second},
 		{"not Ready adds none", []tpod{notReady}, 0},
 		{"Ready before created adds none", secs(-5), 0},
 	}
