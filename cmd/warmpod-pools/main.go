@@ -4,7 +4,7 @@
 // as a Deployment of two replicas; one is the leader through a
 // coordination.k8s.io Lease, the other waits to take over. It serves
 // Prometheus metrics on /metrics and its health on /healthz. See
-// docs/guides/sizing-pools.md and deploy/pools-controller.yaml.
+// the "Sizing pools" section of docs/guides/gitlab-runner.md and deploy/pools-controller.yaml.
 package main
 
 import (
