@@ -23,6 +23,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -87,7 +88,10 @@ type Controller struct {
 	tracker *Tracker
 	started time.Time
 
-	factory informers.SharedInformerFactory
+	// factory informs on the pool Deployments, podFactory on the pods of
+	// pools (labelled warmpod.dev/pool): a namespace's other pods, however
+	// many, are never listed or held in memory.
+	factory, podFactory informers.SharedInformerFactory
 	deps    appslisters.DeploymentLister
 	pods    corelisters.PodLister
 	depsOK  cache.InformerSynced
@@ -111,8 +115,11 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 	if cfg.RetireGrace <= 0 {
 		cfg.RetireGrace = DefaultRetireGrace
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace))
-	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f,
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = pool.PoolSelector }))
+	pf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = pool.LabelPool }))
+	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f, podFactory: pf,
 		invalid: map[string]string{}, sized: map[string]bool{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 2*time.Minute),
@@ -137,6 +144,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	for c.next(ctx) {
 	}
 	c.factory.Shutdown()
+	c.podFactory.Shutdown()
 	return nil
 }
 
@@ -166,7 +174,7 @@ func (c *Controller) Start(ctx context.Context) error {
 			}
 		}
 	}
-	pi := c.factory.Core().V1().Pods()
+	pi := c.podFactory.Core().V1().Pods()
 	c.pods, c.podsOK = pi.Lister(), pi.Informer().HasSynced
 	if _, err := pi.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { c.podEvent(o) },
@@ -180,7 +188,7 @@ func (c *Controller) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	c.factory.Start(ctx.Done())
+	c.podFactory.Start(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), c.podsOK) {
 		return errors.New("pools: the pods' cache did not sync")
 	}

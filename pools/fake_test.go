@@ -218,6 +218,7 @@ func newHarness(t *testing.T, now time.Time, budget sizing.Budget, objs ...k8sru
 	t.Cleanup(func() {
 		cancel()
 		h.c.factory.Shutdown()
+		h.c.podFactory.Shutdown()
 		h.c.queue.ShutDown()
 	})
 	require.NoError(t, h.c.Start(ctx))
