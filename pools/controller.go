@@ -92,11 +92,11 @@ type Controller struct {
 	// pools (labelled warmpod.dev/pool): a namespace's other pods, however
 	// many, are never listed or held in memory.
 	factory, podFactory informers.SharedInformerFactory
-	deps    appslisters.DeploymentLister
-	pods    corelisters.PodLister
-	depsOK  cache.InformerSynced
-	podsOK  cache.InformerSynced
-	queue   workqueue.TypedRateLimitingInterface[string]
+	deps                appslisters.DeploymentLister
+	pods                corelisters.PodLister
+	depsOK              cache.InformerSynced
+	podsOK              cache.InformerSynced
+	queue               workqueue.TypedRateLimitingInterface[string]
 
 	// Owned by the worker goroutine.
 	invalid map[string]string // pool → the policy text reported invalid
