@@ -22,6 +22,7 @@ import (
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/kubeclient"
+	"github.com/warmpod/warmpod/internal/selfinstall"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -29,6 +30,7 @@ var version = "dev"
 
 const usage = `usage: warmpod-gitlab [flags] config | prepare | run SCRIPT STAGE | cleanup
        warmpod-gitlab [flags] pool-hash      (prints each pool's warmpod.dev/config label value)
+       warmpod-gitlab install DIR     (copies itself to DIR/warmpod-gitlab: an init container's command)
        warmpod-gitlab version
 flags (each also as WARMPOD_GITLAB_<NAME>):`
 
@@ -45,6 +47,16 @@ func run(args []string) int {
 	}
 	if o.cmd == "version" {
 		fmt.Println("warmpod-gitlab", version)
+		return 0
+	}
+	if o.cmd == "install" && len(o.rest) == 1 {
+		// An init container of the runner pod copies the driver out of the
+		// executor image (which has no cp) into a volume the runner mounts.
+		if err := selfinstall.Install(o.rest[0], "warmpod-gitlab", nil); err != nil {
+			fmt.Fprintln(os.Stderr, "warmpod-gitlab: install:", err)
+			return 1
+		}
+		fmt.Println("installed", o.rest[0]+"/warmpod-gitlab")
 		return 0
 	}
 	if err := o.cfg.Bounds.Validate(); err != nil {
