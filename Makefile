@@ -93,7 +93,7 @@ HELPER_TAR := bin/gitlab-helper-image.tar
 EXEC_IMAGE ?= localhost/warmpod-executor:dev
 EXEC_TAR   := bin/warmpod-executor-image.tar
 
-.PHONY: image-tar image-executor-tar e2e-kube gitlab-runner gitlab-helper image-gitlab-helper actions-hooks bench-kube bench-github
+.PHONY: image-tar image-executor-tar e2e-kube gitlab-runner gitlab-helper image-gitlab-helper actions-hooks bench-kube bench-github bench-pools
 
 gitlab-runner: ## build the real GitLab Runner + mock coordinator of ../shared/gitlab-runner (cached under /var/tmp/glr)
 	@test -x $(GLR_DIR)/build.sh || { echo "$(GLR_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
@@ -176,6 +176,17 @@ bench-github: image-tar ## Actions hook: warmpod-github vs the upstream k8s-novo
 	$(MAKE) --no-print-directory actions-hooks; \
 	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) HOOKS_DIR=$(HOOKS_DIR) WARMPOD_GITHUB_BENCH=$(CURDIR)/bench/github-kube.md \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m -run TestGitHubHookBench ./e2e/kube/
+
+# The trace is bench/pools-trace.csv (bench/cmd/poolstrace); each mode
+# replays it for about 10 minutes, one mode after the other.
+bench-pools: image-tar ## pools that size themselves: a compressed working day (bench/pools-trace.csv) through the drivers' claim path with no pools, fixed pools and warmpod-pools, in one run (real cluster, ~40 min) → bench/pools.md
+	@set -e; \
+	if [ -z "$$KUBECONFIG" ]; then \
+	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
+	fi; \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
+	WARMPOD_POOLS_BENCH=$(CURDIR)/bench/pools.md \
+	  $(GO) test -tags kube -count=1 -v -timeout 90m -run TestPoolsBench ./e2e/kube/
 
 # The stock GitLab Kubernetes executor beside the driver: its runner and helper image are built by
 # ../shared/gitlab-runner (GLR_K8S=1 build.sh, helper-image.sh; bash-static from Debian), its
