@@ -93,12 +93,12 @@ type poolOpts struct {
 	proxy       bool     // the driver reaches the API server through a proxy that can cut streams
 	flags       []string // extra driver flags
 	prepareGate string   // a file prepare.sh waits for (the concurrency test's barrier)
+	driver      string   // the warmpod-gitlab binary (default driverBinary)
 }
 
 func newPool(t *testing.T, o poolOpts) *glrPool {
 	t.Helper()
 	ns := newNamespace(t, "glr", true)
-	p := &glrPool{ns: ns, dir: t.TempDir()}
 	if o.poolFile == "" {
 		o.poolFile = "deploy/kube-e2e/pool.yaml"
 	}
@@ -115,8 +115,20 @@ func newPool(t *testing.T, o poolOpts) *glrPool {
 		o.idle = o.replicas
 	}
 	waitIdle(t, ns, o.idle, 2*time.Minute)
+	return glrPoolIn(t, ns, "warmpod-gitlab", o)
+}
 
-	kc := saKubeconfig(t, ns, "warmpod-gitlab")
+// glrPoolIn makes the driver scripts of a GitLab Runner whose driver
+// (o.driver, default driverBinary) works in namespace ns as ServiceAccount
+// sa, on pools that are there already.
+func glrPoolIn(t *testing.T, ns, sa string, o poolOpts) *glrPool {
+	t.Helper()
+	p := &glrPool{ns: ns, dir: t.TempDir()}
+	driver := o.driver
+	if driver == "" {
+		driver = driverBinary(t)
+	}
+	kc := saKubeconfig(t, ns, sa)
 	if o.proxy {
 		cl := kc["clusters"].([]any)[0].(map[string]any)["cluster"].(map[string]any)
 		target := strings.TrimPrefix(cl["server"].(string), "https://")
@@ -143,7 +155,7 @@ func newPool(t *testing.T, o poolOpts) *glrPool {
 			// process start and client set-up.
 			gate += fmt.Sprintf("echo \"$(date +%%s%%N) %s $CUSTOM_ENV_CI_JOB_ID\" >> %q\n", c, p.stampsFile)
 		}
-		script := fmt.Sprintf("#!/bin/sh\n%sexec %q %s %s \"$@\"\n", gate, driverBinary(t), shellWords(flags), c)
+		script := fmt.Sprintf("#!/bin/sh\n%sexec %q %s %s \"$@\"\n", gate, driver, shellWords(flags), c)
 		require.NoError(t, os.WriteFile(filepath.Join(p.dir, c+".sh"), []byte(script), 0o755))
 	}
 	return p
