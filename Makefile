@@ -13,9 +13,10 @@ BIN       := bin/warmpod
 DRIVER    := bin/warmpod-gitlab
 HOOK      := bin/warmpod-github
 POOLS     := bin/warmpod-pools
+HELM      := bin/helm
 PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 
-.PHONY: help build test unit e2e demo deps vet size image image-github clean
+.PHONY: help build test unit e2e demo deps vet size image image-github clean helm chart-test
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -40,8 +41,14 @@ vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 
-test: deps vet build ## everything CI runs: unit tests with -race, then the runc end-to-end tests
-	WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 45m ./...
+test: deps vet build helm ## everything CI runs: unit tests with -race (the chart's with helm), then the runc end-to-end tests
+	HELM=$(CURDIR)/$(HELM) WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 45m ./...
+
+helm: ## the helm command pinned in tools/helm (a Go tool module: nothing downloaded but Go modules) → bin/helm
+	$(GO) build -C tools/helm -o $(CURDIR)/$(HELM) helm.sh/helm/v4/cmd/helm
+
+chart-test: helm ## the Helm chart: lint, golden files of helm template, the values schema refusing bad values
+	HELM=$(CURDIR)/$(HELM) $(GO) test -count=1 ./charts/
 
 unit: ## unit tests only (no root needed)
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
@@ -143,7 +150,7 @@ image-executor-tar: build ## OCI image of the executor side (warmpod-gitlab, war
 	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT)-exec $(EXEC_IMAGE) $(EXEC_TAR) '["/warmpod-pools"]'
 	rm -rf $(IMAGE_ROOT)-exec
 
-e2e-kube: image-tar image-executor-tar gitlab-runner image-gitlab-helper ## Kubernetes end-to-end tests, GitLab Runner jobs and Actions hook jobs included (starts ../shared/kube-e2e when KUBECONFIG is unset)
+e2e-kube: image-tar image-executor-tar gitlab-runner image-gitlab-helper helm ## Kubernetes end-to-end tests, GitLab Runner jobs and Actions hook jobs included (starts ../shared/kube-e2e when KUBECONFIG is unset)
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
@@ -153,7 +160,7 @@ e2e-kube: image-tar image-executor-tar gitlab-runner image-gitlab-helper ## Kube
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(HELPER_TAR); \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(EXEC_TAR); \
 	$(MAKE) --no-print-directory actions-hooks; \
-	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) GLR_DIR=$(GLR_DIR) HOOKS_DIR=$(HOOKS_DIR) \
+	HELM=$(CURDIR)/$(HELM) WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) GLR_DIR=$(GLR_DIR) HOOKS_DIR=$(HOOKS_DIR) \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m ./e2e/kube/
 
 bench-kube: image-tar gitlab-runner image-gitlab-helper ## GitLab Runner job overhead, warm pool vs cold pod (plain, artifacts+cache, resized jobs; real cluster) → bench/gitlab-kube.md, bench/gitlab-features-kube.md
