@@ -36,7 +36,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("warmpod-github", flag.ContinueOnError)
-	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments (deploy/github-pool.yaml)")
+	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments, each warmpod reading the warmpod.dev/config label (docs/guides/github-actions.md); default: read the pool Deployments from the namespace")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	namespace := fs.String("namespace", "", "namespace of the pools (default: the kubeconfig context's, or the service account's)")
 	warmWait := fs.Duration("warm-wait", time.Second, "how long prepare_job waits for a Ready idle pod before creating a cold one")
@@ -98,7 +98,7 @@ func run(args []string) int {
 		<-sigs
 		close(cancel)
 	}()
-	connect := func() (executor.Cluster, error) {
+	connect := func() (github.Cluster, error) {
 		return kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
 	}
 	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr}

@@ -19,10 +19,23 @@ import (
 	"github.com/warmpod/warmpod/executor/pool"
 )
 
+// Cluster is what the hook needs of Kubernetes: the executor core's and
+// the pools read from the namespace (*pool.Cluster is the real one).
+type Cluster interface {
+	executor.Cluster
+	// Pools reads the pool Deployments of the namespace
+	// ([pool.Cluster.Pools]): their live templates, and the current
+	// ReplicaSet's pod-template-hash as the hash of the pods to claim.
+	Pools(ctx context.Context) (*pool.Set, error)
+}
+
 // Config is the hook's configuration (flags of warmpod-github, each also
 // WARMPOD_GITHUB_<NAME>).
 type Config struct {
-	// Pools is the pool manifest: a job container's image picks its pool.
+	// Pools is the pool manifest of --pools; nil: prepare_job and
+	// run_container_step read the pools from the cluster (Cluster.Pools),
+	// once per command, as warmpod-gitlab does. A job container's image
+	// picks its pool.
 	Pools *pool.Set
 	// WarmWait, ReadyTimeout, LeaseTTL and MaxStreamRetries are the
 	// executor core's (executor.Core).
@@ -55,10 +68,10 @@ type State struct {
 // Hook runs one command of the container hook.
 type Hook struct {
 	Cfg     Config
-	Cluster executor.Cluster
+	Cluster Cluster
 	// Connect makes Cluster when it is nil, once the input has been read
 	// and checked: bad input is reported as such, whatever the kubeconfig.
-	Connect func() (executor.Cluster, error)
+	Connect func() (Cluster, error)
 	// Env is the hook process's environment (the runner's, plus GITHUB_*
 	// and RUNNER_*).
 	Env map[string]string
@@ -105,13 +118,35 @@ func (d warningWriter) Write(p []byte) (int, error) {
 // its execs into the job's pod go through the job's multiplexer when it
 // answers.
 func (h *Hook) core(st *State) *executor.Core {
-	cl := h.Cluster
+	var cl executor.Cluster = h.Cluster
 	if st != nil {
 		cl = h.Mux.Wrap(cl, muxKey(st), st.Job, st.Pod, debugWriter{h.Stdout})
 	}
 	return &executor.Core{Cluster: cl, Log: debugWriter{h.Stdout}, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
 		LeaseTTL: h.Cfg.LeaseTTL, MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace,
 		RBAC: "deploy/github-rbac.yaml"}
+}
+
+// pools is the pool set for this command: the manifest of --pools, else
+// the pools read from the cluster now, so a pool Deployment edited
+// between two jobs (a new image, `kubectl set env`) is the next job's
+// pool, and only pods of its current ReplicaSet are claimed. Each
+// Deployment the read left out is a ::warning:: line in the step's log:
+// the operator must fix it, and its jobs meanwhile run on another pool's
+// template. Errors: the API server's (a SystemError, with the RBAC the
+// read needs) and no usable pool Deployment.
+func (h *Hook) pools(ctx context.Context) (*pool.Set, error) {
+	if h.Cfg.Pools != nil {
+		return h.Cfg.Pools, nil
+	}
+	set, err := h.Cluster.Pools(ctx)
+	if err != nil {
+		return nil, executor.Errorf("read the pools from the cluster: %v (the hook's account needs get and list on deployments and replicasets: deploy/github-rbac.yaml; or give a manifest with --pools)", err)
+	}
+	for _, w := range set.Warnings {
+		fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: not a usable pool: %s\n", w)
+	}
+	return set, nil
 }
 
 // muxKey names the job's multiplexer.

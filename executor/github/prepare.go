@@ -37,9 +37,6 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	if c.Image == "" || (c.Dockerfile != nil && *c.Dockerfile != "") {
 		return nil, fmt.Errorf("%w: the job container needs an image (a Dockerfile cannot be built in Kubernetes mode)", ErrInput)
 	}
-	if h.Cfg.Pools == nil {
-		return nil, executor.Errorf("no pool manifest (--pools)")
-	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
@@ -49,7 +46,11 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 		case <-ctx.Done():
 		}
 	}()
-	p, warm, err := pickPool(h.Cfg.Pools, c.Image, args.Services)
+	set, err := h.pools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, warm, err := pickPool(set, c.Image, args.Services)
 	if err != nil {
 		return nil, err
 	}
@@ -57,9 +58,9 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 		fmt.Fprintf(h.Stderr, "::warning::warmpod: service names %q are not DNS names: the job's steps cannot reach the services by them\n", dropped)
 	}
 	if warm && p.Stale() {
-		fmt.Fprintf(h.Stderr, "::warning::warmpod: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it\n", pool.LabelConfig, p.FileHash, p.Hash)
+		fmt.Fprintf(h.Stderr, "::warning::warmpod: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the hook read the pools from the cluster (no --pools; WARMPOD_CONFIG_HASH from pod-template-hash, deploy/github-pool.yaml)\n", pool.LabelConfig, p.FileHash, p.Hash)
 	}
-	if _, own := h.Cfg.Pools.ForImage(c.Image); own && !warm {
+	if _, own := set.ForImage(c.Image); own && !warm {
 		fmt.Fprintf(debugWriter{h.Stdout}, "warmpod: the pool of image %s runs other services than the job's: a cold pod with the job's services\n", c.Image)
 	}
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
@@ -90,7 +91,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	alpine := probed
 	// The annotation speaks for the pool's own image only, not for a cold
 	// pod of another image made from its template.
-	if _, own := h.Cfg.Pools.ForImage(c.Image); own {
+	if _, own := set.ForImage(c.Image); own {
 		if v, ok := p.Template.Annotations[pool.AnnotationAlpine]; ok {
 			alpine = v == "true"
 		}
@@ -246,10 +247,11 @@ func (h *Hook) runContainerStep(ctx context.Context, job *State, c Container, ca
 	if c.Image == "" {
 		return fmt.Errorf("%w: run_container_step without an image", ErrInput)
 	}
-	if h.Cfg.Pools == nil {
-		return executor.Errorf("no pool manifest (--pools)")
+	set, err := h.pools(ctx)
+	if err != nil {
+		return err
 	}
-	p, warm, err := pickPool(h.Cfg.Pools, c.Image, nil)
+	p, warm, err := pickPool(set, c.Image, nil)
 	if err != nil {
 		return err
 	}
