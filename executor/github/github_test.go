@@ -44,9 +44,26 @@ type fakeCluster struct {
 	// breakPut makes the first n puts fail with a broken stream.
 	breakPut int
 	listed   []pool.Owner
+	// kube, when set, answers Pools and ClaimWarm as the real cluster
+	// code does over a fake clientset; poolReads counts the Pools calls.
+	kube      *pool.Cluster
+	poolReads int
 }
 
-func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration) (*pool.Pod, error) {
+func (f *fakeCluster) Pools(ctx context.Context) (*pool.Set, error) {
+	f.mu.Lock()
+	f.poolReads++
+	f.mu.Unlock()
+	if f.kube == nil {
+		return nil, errors.New("no pools in this fake")
+	}
+	return f.kube.Pools(ctx)
+}
+
+func (f *fakeCluster) ClaimWarm(ctx context.Context, p pool.Pool, o pool.Owner, wait time.Duration) (*pool.Pod, error) {
+	if f.kube != nil {
+		return f.kube.ClaimWarm(ctx, p, o, wait)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.warm) == 0 {
