@@ -6,7 +6,8 @@ package kubee2e
 // every job here goes through ../shared/actions-hooks/hookrun, which calls
 // the hook exactly as actions/runner's ContainerHookManager does, with
 // warmpod-github's shim as ACTIONS_RUNNER_CONTAINER_HOOKS, against a pool
-// applied from deploy/kube-e2e/github-pool.yaml. The hook talks to the API
+// applied from deploy/kube-e2e/github-pool.yaml, which the hook reads from
+// the cluster (no --pools, as shipped). The hook talks to the API
 // server with a token of the ServiceAccount of deploy/github-rbac.yaml, so
 // the documented RBAC is proven enough.
 
@@ -89,14 +90,27 @@ type ghPool struct {
 	kubeconfig string
 	replicas   int
 	proxy      *cutProxy // when the hook reaches the API server through one
+	// poolsFile is the hook's --pools (WARMPOD_GITHUB_POOLS); empty: the
+	// hook reads the pools from the cluster.
+	poolsFile string
 }
 
 func newGHPool(t *testing.T, replicas int, proxy bool) *ghPool {
 	t.Helper()
+	return newGHPoolFrom(t, replicas, proxy, "deploy/kube-e2e/github-pool.yaml")
+}
+
+// newGHPoolFrom is newGHPool with the pools applied from poolFile (a path
+// in the repository, or an absolute one).
+func newGHPoolFrom(t *testing.T, replicas int, proxy bool, poolFile string) *ghPool {
+	t.Helper()
 	ns := newNamespace(t, "gh", true)
 	g := &ghPool{ns: ns, dir: t.TempDir(), replicas: replicas}
-	for _, f := range []string{"deploy/github-rbac.yaml", "deploy/kube-e2e/github-pool.yaml"} {
-		out, err := exec.Command(kubectl, "apply", "-n", ns, "-f", filepath.Join(repoRoot, f)).CombinedOutput()
+	for _, f := range []string{"deploy/github-rbac.yaml", poolFile} {
+		if !filepath.IsAbs(f) {
+			f = filepath.Join(repoRoot, f)
+		}
+		out, err := exec.Command(kubectl, "apply", "-n", ns, "-f", f).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
 	out, err := exec.Command(kubectl, "scale", "-n", ns, "deployment/hooks-job", "--replicas", strconv.Itoa(replicas)).CombinedOutput()
@@ -161,6 +175,12 @@ type hookResult struct {
 		ExitCode int      `json:"exit_code"`
 		Signals  []string `json:"signals"`
 	} `json:"calls"`
+	// Annotations are the job's ::error::, ::warning:: and ::notice::
+	// lines, the hook's own among them.
+	Annotations []struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"annotations"`
 }
 
 // step returns the step with id.
@@ -197,8 +217,10 @@ func (g *ghPool) hookrun(t *testing.T, example, runner string, env ...string) (*
 	}
 	out := filepath.Join(t.TempDir(), "result.json")
 	cmd := exec.Command(filepath.Join(hooksDir(t), "hookrun"), "--hook", filepath.Join(hookShim(t), "warmpod-github.sh"), "--out", out, example)
+	if g.poolsFile != "" {
+		env = append([]string{"WARMPOD_GITHUB_POOLS=" + g.poolsFile}, env...)
+	}
 	cmd.Env = append(append(os.Environ(),
-		"WARMPOD_GITHUB_POOLS="+filepath.Join(repoRoot, "deploy/kube-e2e/github-pool.yaml"),
 		"WARMPOD_GITHUB_KUBECONFIG="+g.kubeconfig,
 		"ACTIONS_RUNNER_POD_NAME="+runner,
 		"HOOKRUN_TMP="+filepath.Join(g.dir, "hookrun-"+runner),

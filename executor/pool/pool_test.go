@@ -86,11 +86,22 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
-// The GitLab pool manifests in deploy/ are pools the driver reads from the
-// cluster: warmpod reads pod-template-hash, and no hash is written by hand.
-func TestDeployGitLabPoolsNeedNoHash(t *testing.T) {
+// The pool manifests in deploy/, GitLab's and GitHub's, are pools the
+// drivers read from the cluster: warmpod reads pod-template-hash, and no
+// hash is written by hand.
+func TestDeployPoolsNeedNoHash(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
-	for _, f := range []string{"deploy/pool.yaml", "deploy/kube-e2e/pool.yaml"} {
+	for _, tc := range []struct {
+		file   string
+		pools  int
+		resize bool // GitLab's build container resizes in place for a job's overwrite variables
+	}{
+		{"deploy/pool.yaml", 1, true},
+		{"deploy/kube-e2e/pool.yaml", 1, true},
+		{"deploy/github-pool.yaml", 2, false},
+		{"deploy/kube-e2e/github-pool.yaml", 2, false},
+	} {
+		f := tc.file
 		raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", f))
 		require.NoError(t, err)
 		assert.NotContains(t, string(raw), LabelConfig+":", f)
@@ -112,40 +123,13 @@ func TestDeployGitLabPoolsNeedNoHash(t *testing.T) {
 			p, err := fromDeployment(&d, true)
 			require.NoError(t, err, f)
 			assert.Equal(t, LabelTemplateHash, p.HashLabel, f)
-			c := p.BuildContainer(&p.Template)
-			assert.Len(t, c.ResizePolicy, 2, "%s: cpu and memory resize in place", f)
+			if tc.resize {
+				c := p.BuildContainer(&p.Template)
+				assert.Len(t, c.ResizePolicy, 2, "%s: cpu and memory resize in place", f)
+			}
 		}
-		assert.Equal(t, 1, n, f)
+		assert.Equal(t, tc.pools, n, f)
 	}
-}
-
-// The GitHub pool manifests in deploy/ carry the hash of their own
-// template, so the pods they make are the ones the hook claims.
-func TestDeployManifestsCarryTheirHash(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	for _, f := range []string{"deploy/kube-e2e/github-pool.yaml", "deploy/github-pool.yaml"} {
-		set, err := Load(filepath.Join(filepath.Dir(file), "..", "..", f))
-		require.NoError(t, err, f)
-		for i, p := range set.Pools {
-			assert.Equal(t, p.Hash, fileLabel(t, filepath.Join(filepath.Dir(file), "..", "..", f), i),
-				"%s: pool %s: put %s: %q in its template (warmpod-gitlab --pools %s pool-hash)", f, p.Name, LabelConfig, p.Hash, f)
-		}
-	}
-}
-
-// fileLabel is the LabelConfig value written in the i-th Deployment of file.
-func fileLabel(t *testing.T, file string, i int) string {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	require.NoError(t, err)
-	var vals []string
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(l), LabelConfig+":"); ok {
-			vals = append(vals, strings.Trim(strings.TrimSpace(v), `"`))
-		}
-	}
-	require.Greater(t, len(vals), i, "%s has no %s label", file, LabelConfig)
-	return vals[i]
 }
 
 func TestForImage(t *testing.T) {
