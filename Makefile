@@ -16,7 +16,7 @@ POOLS     := bin/warmpod-pools
 HELM      := bin/helm
 PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 
-.PHONY: help build test unit e2e demo deps vet size image image-github clean helm chart-test
+.PHONY: help build test unit e2e demo deps vet size image image-github clean helm chart-test image-executor
 
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -64,6 +64,14 @@ image: build ## FROM scratch image from the prebuilt binary with buildah (offlin
 	@diff <(sed -n '/^FROM scratch/,$$p' Dockerfile | grep -v '^COPY') <(grep -v '^#' Dockerfile.prebuilt | grep -v '^COPY') >/dev/null || { echo "Dockerfile.prebuilt differs from Dockerfile's final stage"; exit 1; }
 	buildah bud --quiet -f Dockerfile.prebuilt -t localhost/warmpod:$(VERSION) bin/
 	@ctr=$$(buildah from localhost/warmpod:$(VERSION)); mnt=$$(buildah mount $$ctr); 	  ls -l $$mnt; test "$$(ls $$mnt)" = warmpod && $$mnt/warmpod version; 	  buildah inspect --format '{{.OCIv1.Config.Entrypoint}}' localhost/warmpod:$(VERSION) | grep -qx '\[/warmpod\]'; rc=$$?; 	  buildah umount $$ctr >/dev/null; buildah rm $$ctr >/dev/null; exit $$rc
+
+image-executor: build ## FROM scratch image of the executor side (Dockerfile.executor: both drivers, the pool controller) with buildah, then check it
+	@command -v buildah >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah >/dev/null; }
+	buildah bud --quiet -f Dockerfile.executor -t localhost/warmpod-executor:$(VERSION) bin/
+	@ctr=$$(buildah from localhost/warmpod-executor:$(VERSION)); mnt=$$(buildah mount $$ctr); \
+	  test "$$(ls $$mnt | tr '\n' ' ')" = "warmpod-github warmpod-github.sh warmpod-gitlab warmpod-pools " && \
+	  $$mnt/warmpod-pools version && $$mnt/warmpod-gitlab version && $$mnt/warmpod-github version; rc=$$?; \
+	  buildah umount $$ctr >/dev/null; buildah rm $$ctr >/dev/null; exit $$rc
 
 image-github: build ## FROM scratch image of the Actions hook (Dockerfile.github) with buildah, then check that it installs the hook
 	@command -v buildah >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah >/dev/null; }
