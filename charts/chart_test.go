@@ -6,6 +6,7 @@ package charts
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
@@ -21,6 +22,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files")
 
+// errSkip: no helm in the -short tier.
+var errSkip = errors.New("skip")
+
 var (
 	helmOnce sync.Once
 	helmPath string
@@ -35,6 +39,11 @@ func helm(t *testing.T) string {
 			helmPath = p
 			return
 		}
+		if testing.Short() {
+			// Building helm takes minutes; the short tier stays quick.
+			helmErr = errSkip
+			return
+		}
 		dir, err := os.MkdirTemp("", "helm-")
 		if err != nil {
 			helmErr = err
@@ -47,6 +56,9 @@ func helm(t *testing.T) string {
 			helmPath = string(out)
 		}
 	})
+	if helmErr == errSkip {
+		t.Skip("-short without $HELM: make chart-test builds helm")
+	}
 	require.NoError(t, helmErr, "building helm: %s", helmPath)
 	return helmPath
 }
