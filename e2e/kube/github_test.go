@@ -93,6 +93,8 @@ type ghPool struct {
 	// poolsFile is the hook's --pools (WARMPOD_GITHUB_POOLS); empty: the
 	// hook reads the pools from the cluster.
 	poolsFile string
+	// hookDir holds the hook and its shim; empty: hookShim's.
+	hookDir string
 }
 
 func newGHPool(t *testing.T, replicas int, proxy bool) *ghPool {
@@ -216,7 +218,11 @@ func (g *ghPool) hookrun(t *testing.T, example, runner string, env ...string) (*
 		example = filepath.Join(hooksDir(t), "examples", example)
 	}
 	out := filepath.Join(t.TempDir(), "result.json")
-	cmd := exec.Command(filepath.Join(hooksDir(t), "hookrun"), "--hook", filepath.Join(hookShim(t), "warmpod-github.sh"), "--out", out, example)
+	hook := g.hookDir
+	if hook == "" {
+		hook = hookShim(t)
+	}
+	cmd := exec.Command(filepath.Join(hooksDir(t), "hookrun"), "--hook", filepath.Join(hook, "warmpod-github.sh"), "--out", out, example)
 	if g.poolsFile != "" {
 		env = append([]string{"WARMPOD_GITHUB_POOLS=" + g.poolsFile}, env...)
 	}

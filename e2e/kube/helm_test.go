@@ -74,7 +74,7 @@ func kubeE2EValues(t *testing.T, busyboxImage string) string {
 		"image":         map[string]any{"repository": "localhost/warmpod", "tag": "dev", "pullPolicy": "Never", "path": "/usr/local/bin/warmpod"},
 		"executorImage": map[string]any{"repository": "localhost/warmpod-executor", "tag": "dev", "pullPolicy": "Never"},
 		"gitlab":        map[string]any{"helperImage": "localhost/warmpod-gitlab-helper:dev", "helperPullPolicy": "Never"},
-		"github":        map[string]any{"enabled": false},
+		"github":        map[string]any{"runnerImage": "localhost/hooks/runner:v1", "runnerPullPolicy": "Never"},
 		"poolDefaults": map[string]any{
 			"args":         []any{"--max-jobs=1", "--idle-timeout=30m", "--grace=10s", "--probe-addr="},
 			"probes":       "exec",
@@ -85,6 +85,8 @@ func kubeE2EValues(t *testing.T, busyboxImage string) string {
 			map[string]any{"name": "busybox", "image": busyboxImage, "default": true, "replicas": 1},
 			map[string]any{"name": "other", "image": "localhost/kube-e2e/busybox:v1", "replicas": 1,
 				"podLabels": map[string]any{"e2e": "other"}},
+			map[string]any{"name": "hooks-job", "for": "github", "image": "localhost/hooks/job:v1", "replicas": 1,
+				"resources": map[string]any{"requests": map[string]any{"cpu": "10m", "memory": "32Mi"}}},
 		},
 		"controller": map[string]any{
 			"replicaCount": 1,
@@ -125,11 +127,12 @@ func currentHash(t *testing.T, ns, pool string) string {
 	return hash
 }
 
-// standInRunnerPod runs a pod like a runner pod of the gitlab-runner chart
-// with NOTES.txt's values: an init container of the executor image copies
-// the driver into a volume. The volume is a host directory here, so that the
-// GitLab Runner of ../shared/gitlab-runner, which runs on this host, runs
-// the very binary the chart's image delivered.
+// standInRunnerPod runs a pod like a runner pod of the gitlab-runner or the
+// gha-runner-scale-set chart with NOTES.txt's values: init containers of the
+// executor image copy the driver and the hook into a volume. The volume is a
+// host directory here, so that the GitLab Runner of ../shared/gitlab-runner
+// and hookrun of ../shared/actions-hooks, which run on this host, run the
+// very binaries the chart's image delivered. It returns that directory.
 func standInRunnerPod(t *testing.T, ns, sa string) string {
 	t.Helper()
 	dir := t.TempDir()
@@ -143,6 +146,10 @@ func standInRunnerPod(t *testing.T, ns, sa string) string {
 				"name": "warmpod-gitlab", "image": "localhost/warmpod-executor:dev", "imagePullPolicy": "Never",
 				"command":      []any{"/warmpod-gitlab", "install", "/opt/warmpod"},
 				"volumeMounts": []any{map[string]any{"name": "warmpod", "mountPath": "/opt/warmpod"}},
+			}, map[string]any{
+				"name": "warmpod-github", "image": "localhost/warmpod-executor:dev", "imagePullPolicy": "Never",
+				"command":      []any{"/warmpod-github", "install", "/opt/warmpod"},
+				"volumeMounts": []any{map[string]any{"name": "warmpod", "mountPath": "/opt/warmpod"}},
 			}},
 			"containers": []any{map[string]any{
 				"name": "runner", "image": "localhost/kube-e2e/busybox:v1", "imagePullPolicy": "Never",
@@ -153,10 +160,11 @@ func standInRunnerPod(t *testing.T, ns, sa string) string {
 		},
 	})
 	waitReady(t, ns, "runner", true, 2*time.Minute)
-	driver := filepath.Join(dir, "warmpod-gitlab")
-	out, err := exec.Command(driver, "version").CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return driver
+	for _, bin := range []string{"warmpod-gitlab", "warmpod-github"} {
+		out, err := exec.Command(filepath.Join(dir, bin), "version").CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	return dir
 }
 
 // TestHelmInstallUpgradeUninstall installs the chart into a fresh
@@ -176,8 +184,8 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	assert.Contains(t, out, "name: "+rel+"-gitlab", "NOTES.txt names the driver's ServiceAccount")
 	assert.Contains(t, out, "--namespace="+ns, "NOTES.txt fills in the namespace")
 
-	driver := standInRunnerPod(t, ns, rel+"-gitlab")
-	p := glrPoolIn(t, ns, rel+"-gitlab", poolOpts{driver: driver})
+	bins := standInRunnerPod(t, ns, rel+"-gitlab")
+	p := glrPoolIn(t, ns, rel+"-gitlab", poolOpts{driver: filepath.Join(bins, "warmpod-gitlab")})
 	hash1, other1 := currentHash(t, ns, "busybox"), currentHash(t, ns, "other")
 	r := p.runJob(t, jobOpts{id: 1, script: []string{`echo "JOB-OUTPUT: $((6*7))"`}})
 	require.Equal(t, 0, r.exit, r.String())
@@ -185,7 +193,19 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	assert.Contains(t, tr, "JOB-OUTPUT: 42")
 	assert.Regexp(t, `runs on warm pod busybox-`+hash1+`-\S+ \(pool busybox\)`, tr)
 
-	// One pool's image changes: that pool rolls, the other does not.
+	// An Actions job through hookrun, on the chart's GitHub pool, with the
+	// hook the init container installed (its shim beside it) under the
+	// hook's ServiceAccount; the hook reads the pools from the cluster.
+	kc, err := json.Marshal(saKubeconfig(t, ns, rel+"-github"))
+	require.NoError(t, err)
+	g := &ghPool{ns: ns, dir: t.TempDir(), hookDir: bins}
+	g.kubeconfig = filepath.Join(g.dir, "kubeconfig")
+	require.NoError(t, os.WriteFile(g.kubeconfig, kc, 0o600))
+	gr, log := g.run(t, "pass.json", "helm-runner")
+	require.Equal(t, gr.Expect, gr.Result, "hookrun:\n%s", log)
+	assert.Regexp(t, `^hooks-job-[0-9a-f]+-`, gr.Container.ID, "a warm pod of the chart's GitHub pool")
+
+	// One pool's image changes: that pool rolls, the others do not.
 	runHelm(t, "upgrade", rel, chart, "-n", ns, "-f", kubeE2EValues(t, "localhost/warmpod:dev"), "--wait", "--timeout", "3m")
 	hash2 := currentHash(t, ns, "busybox")
 	require.NotEqual(t, hash1, hash2, "the changed pool rolled")
