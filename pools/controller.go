@@ -272,6 +272,16 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		return err
 	}
 	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return cmpString(a.Name, b.Name) })
+	// One pass over the pods' cache: a list by selector scans every pool
+	// pod of the namespace, so one per pool cost pools × pods per decision.
+	all, err := c.pods.Pods(c.cfg.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	byPool := map[string][]*corev1.Pod{}
+	for _, p := range all {
+		byPool[p.Labels[pool.LabelPool]] = append(byPool[p.Labels[pool.LabelPool]], p)
+	}
 	var ds []decided
 	present := map[string]bool{}
 	for _, d := range deps {
@@ -288,11 +298,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 		delete(c.invalid, key)
 		c.m.policyValid.WithLabelValues(d.Namespace, d.Name).Set(1)
-		pods, err := c.pods.Pods(d.Namespace).List(labels.SelectorFromSet(labels.Set{pool.LabelPool: d.Name}))
-		if err != nil {
-			return err
-		}
-		pp := sortPods(pods)
+		pp := sortPods(byPool[d.Name])
 		obs := pp.observation(c.tracker, key, now)
 		_, per := pol.Active(now)
 		x := decided{d: d, key: key, pods: pp, dec: sizing.Decide(pol, obs, now), per: per, start: obs.PodStart}
