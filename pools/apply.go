@@ -28,7 +28,7 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, now time.
 	if target < x.dec.Idle {
 		reason = "budget"
 	}
-	c.setGauges(x, target, now)
+	c.setGauges(x, now)
 	unmarkErr := c.unmarkStale(ctx, x.pods.retiring, now)
 	cur := replicasOf(d)
 	next := target
@@ -110,7 +110,7 @@ func demandAt(claims []time.Time, demand int) time.Time {
 }
 
 // setGauges sets the pool's gauges from its pods and decision.
-func (c *Controller) setGauges(x decided, target int, now time.Time) {
+func (c *Controller) setGauges(x decided, now time.Time) {
 	ns, name := x.d.Namespace, x.d.Name
 	c.m.idle.WithLabelValues(ns, name).Set(float64(len(x.pods.idle)))
 	c.m.starting.WithLabelValues(ns, name).Set(float64(len(x.pods.starting)))
@@ -125,7 +125,6 @@ func (c *Controller) setGauges(x decided, target int, now time.Time) {
 		}
 	}
 	c.m.claimsPerMinute.WithLabelValues(ns, name).Set(float64(n))
-	_ = target
 }
 
 // retire marks, in the ReplicaSet's own removal order, the idle and
