@@ -132,7 +132,8 @@ func (c *Controller) setGauges(x decided, now time.Time) {
 // returns the replicas to set: never fewer than the pods left unmarked, so
 // the ReplicaSet removes only marked pods. A pod claimed meanwhile has left
 // the ReplicaSet and counts as neither; pods not created yet are simply not
-// created.
+// created. A pod whose mark is refused twice ends the marking there (the
+// ReplicaSet would remove it before the pods after it).
 func (c *Controller) retire(ctx context.Context, x decided, target, cur int, now time.Time) (int, error) {
 	order := retireOrder(x.pods)
 	excess, stay := len(order)-target, len(order)
@@ -146,12 +147,17 @@ func (c *Controller) retire(ctx context.Context, x decided, target, cur int, now
 			// Scale by the marks so far: those pods are unclaimable now.
 			return min(cur, max(target, stay)), err
 		}
-		if res != kept {
-			// Marked, or left the ReplicaSet (claimed): one pod fewer
-			// that stays, one fewer to remove.
-			stay--
-			excess--
+		if res == kept {
+			// It stays unmarked, and a ReplicaSet removes a pod not
+			// Ready before a Ready one whatever their deletion costs:
+			// marking further pods of the order would have it remove
+			// this one. The next decision tries again.
+			break
 		}
+		// Marked, or left the ReplicaSet (claimed): one pod fewer that
+		// stays, one fewer to remove.
+		stay--
+		excess--
 	}
 	return min(cur, max(target, stay)), nil
 }
