@@ -42,9 +42,9 @@ func (l countingPodNamespaceLister) List(s labels.Selector) ([]*corev1.Pod, erro
 
 // A decision reads the pool pods' cache once, not once per pool: a list
 // by selector scans every pool pod of the namespace, so one per pool made
-// each decision cost pools × pods (at 1,000 pools and 3,000 pods, half a
-// second of CPU per decision in TestSimulation, and decisions follow every
-// burst of pod events). Each pool still sees its own pods only.
+// each decision cost pools × pods (at 1,000 pools and up to 2,400 pods,
+// half a second of CPU per decision in TestSimulation, and decisions
+// follow every burst of pod events). Each pool still sees its own pods.
 func TestDecisionListsPodsOnce(t *testing.T) {
 	const pools = 50
 	var objs []k8sruntime.Object
