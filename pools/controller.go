@@ -23,6 +23,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -119,9 +120,12 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 	if cfg.RetireGrace <= 0 {
 		cfg.RetireGrace = DefaultRetireGrace
 	}
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace),
+	// managedFields are most of a real object's bytes and nothing here
+	// reads them.
+	strip := informers.WithTransform(stripManagedFields)
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace), strip,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = pool.PoolSelector }))
-	pf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace),
+	pf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace), strip,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = pool.LabelPool }))
 	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f, podFactory: pf,
 		invalid: map[string]string{}, sized: map[string]bool{}, policies: map[string]parsedPolicy{},
@@ -197,6 +201,15 @@ func (c *Controller) Start(ctx context.Context) error {
 		return errors.New("pools: the pods' cache did not sync")
 	}
 	return nil
+}
+
+// stripManagedFields drops an object's managedFields before the informer
+// caches it.
+func stripManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // podOf is the pod of an informer's delete notification, tombstone or not.
@@ -319,9 +332,18 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	}
 	shares := sizing.Share(c.cfg.Budget, demands)
 	var errs []error
-	for i, x := range ds {
-		if err := c.apply(ctx, x, shares[i], now); err != nil {
-			errs = append(errs, fmt.Errorf("pool %s: %w", x.d.Name, err))
+	// Growth first: a pool that jobs wait for is not held behind the
+	// marks and scale writes of pools that shrink (at a period's end that
+	// is hundreds of requests under the client's rate limit). The budget
+	// holds again once the same decision's shrinks are written.
+	for _, up := range []bool{true, false} {
+		for i, x := range ds {
+			if (shares[i] > replicasOf(x.d)) != up {
+				continue
+			}
+			if err := c.apply(ctx, x, shares[i], now); err != nil {
+				errs = append(errs, fmt.Errorf("pool %s: %w", x.d.Name, err))
+			}
 		}
 	}
 	return errors.Join(errs...)

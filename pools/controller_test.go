@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -221,4 +222,26 @@ func TestPoolWithoutPolicyIsLeftAlone(t *testing.T) {
 	require.NoError(t, h.c.Reconcile(context.Background()))
 	assert.Equal(t, 3, h.api.replicas(t, "manual"))
 	assert.Zero(t, h.api.Writes("update/deployments/scale"))
+}
+
+// A decision writes the pools that grow before those that shrink: jobs that
+// wait for a pool are not held behind other pools' marks and scale writes.
+func TestGrowthIsWrittenFirst(t *testing.T) {
+	now := monday9
+	objs := []k8sruntime.Object{
+		poolDeployment("a-shrinks", "- idle_count: 0", 2),
+		idlePod("a-shrinks", "a1", true, now.Add(-time.Hour)),
+		idlePod("a-shrinks", "a2", true, now.Add(-time.Hour)),
+		poolDeployment("b-grows", "- idle_count: 3", 0),
+	}
+	h := newHarness(t, now, sizing.Budget{}, objs...)
+	var order []string
+	h.api.before = func(a k8stesting.Action) error {
+		if a.GetVerb() == "update" && a.GetSubresource() == "scale" {
+			order = append(order, a.(k8stesting.UpdateAction).GetObject().(*autoscalingv1.Scale).Name)
+		}
+		return nil
+	}
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, []string{"b-grows", "a-shrinks"}, order)
 }
