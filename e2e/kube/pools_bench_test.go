@@ -301,7 +301,15 @@ func (r *pbRun) summary() string {
 
 // pbPoolDeployment is deploy/kube-e2e/pool.yaml as pool name: without
 // GitLab Runner's helper (no job runs in the pods: the claim path is what
-// is measured) and its cache volume.
+// is measured) and its cache volume, and without its probes. kube-e2e's
+// pods share the node's network, so its template probes by exec, and an
+// exec probe is a runc exec per pod per second: 40 idle pods of that
+// template kept both cores of the kube-e2e machine busy (load average
+// 59, no idle CPU), so pod starts took a minute and the figures measured
+// the probes. deploy/pool.yaml probes over HTTP, which costs the node
+// next to nothing; without a probe a pod is Ready as soon as warmpod's
+// container runs, where an HTTP probe every second says so within a
+// second.
 func pbPoolDeployment(t *testing.T, name string, replicas int32, policy string) *appsv1.Deployment {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy/kube-e2e/pool.yaml"))
@@ -339,6 +347,7 @@ func pbPoolDeployment(t *testing.T, name string, replicas int32, policy string) 
 		}
 	}
 	c.VolumeMounts = mounts
+	c.ReadinessProbe, c.LivenessProbe = nil, nil
 	return &d
 }
 
@@ -1229,6 +1238,7 @@ func pbWriteTimeline(w func(string, ...any), tr pbTrace, runs []*pbRun) {
 		}
 		w("\n\n")
 	}
+	pbWriteColdCauses(w, ctl, sized)
 	w("Scale to zero in the evening: ")
 	for i, name := range tr.pools() {
 		var lastJob time.Duration = -1
@@ -1258,9 +1268,41 @@ func pbWriteTimeline(w func(string, ...any), tr pbTrace, runs []*pbRun) {
 	w(" (each job holds its pod for its duration first; idle_time counts from the job's claim).\n\n")
 }
 
+// pbWriteColdCauses sorts warmpod-pools' cold jobs by the size the
+// controller had given their pool when they arrived (from its log): a
+// pool at zero (its idle_time had passed, or it had never been sized up),
+// or a pool above zero with no Ready idle pod within the warm wait (its
+// pods claimed, the replacements or the new pods still starting).
+func pbWriteColdCauses(w func(string, ...any), ctl *pbRun, sized []pbSized) {
+	replicasAt := func(name string, at time.Duration) int {
+		n := 0 // the pools start at 0 replicas
+		for _, z := range sized {
+			if z.pool == name && z.at <= at {
+				n = z.to
+			}
+		}
+		return n
+	}
+	var zero, above, abovePipe int
+	for _, r := range ctl.results {
+		if r.warm || r.err != nil {
+			continue
+		}
+		switch {
+		case replicasAt(r.job.pool, r.job.at) == 0:
+			zero++
+		case r.job.inPipeline:
+			abovePipe++
+		default:
+			above++
+		}
+	}
+	w("warmpod-pools' cold jobs (failed ones left out), by their pool's size when they arrived: %d found their pool at zero replicas; %d (and %d of the pipeline) found it above zero but no Ready idle pod within the warm wait.\n\n", zero, above, abovePipe)
+}
+
 func pbWriteMethod(w func(string, ...any), tr pbTrace) {
 	w("## How it was measured\n\n")
-	w("- Each mode in a fresh namespace with the pools %s: [`deploy/kube-e2e/pool.yaml`](../deploy/kube-e2e/pool.yaml) renamed, without GitLab Runner's helper and its cache volume (no job runs in the pods), requests 10m CPU and 32Mi each. ", strings.Join(tr.pools(), ", "))
+	w("- Each mode in a fresh namespace with the pools %s: [`deploy/kube-e2e/pool.yaml`](../deploy/kube-e2e/pool.yaml) renamed, without GitLab Runner's helper and its cache volume (no job runs in the pods), requests 10m CPU and 32Mi each, and without probes: kube-e2e's template probes by exec (its pods share the node's network, so they cannot each serve HTTP on the probe port), a runc exec per pod per second, and 40 idle pods of it kept both cores busy (load average 59, no idle CPU) before any job ran; deploy/pool.yaml probes over HTTP, nearly free. A pod is then Ready when warmpod's container runs, where an HTTP probe every second says so within a second. ", strings.Join(tr.pools(), ", "))
 	w("All run the one busybox image the cluster has, so a job picks its pool by name, not by image. ")
 	w("No pools: 0 replicas, no controller; fixed pools: %d replicas each, Ready before the replay starts, no controller; warmpod-pools: 0 replicas at the start (the night before), the controller running from 5 s before the replay.\n", pbFixedReplicas)
 	w("- Each job, at its arrival time, runs the drivers' claim path in the test process with a client of its own (50 QPS, burst 100, as internal/kubeclient): `Cluster.Pools` (the pools read from the cluster, as a driver's prepare does), `ClaimWarm` with the drivers' default warm wait (%s), else `CreateCold` with the reason `executor.Core.Acquire` gives (`no-idle`, or `pending` during a rollout), Ready within %s. ", pbWarmWait, pbReadyTimeout)
