@@ -1217,7 +1217,7 @@ func pbWriteTimeline(w func(string, ...any), tr pbTrace, runs []*pbRun) {
 	}
 	sort.Strings(ops)
 	if len(ops) > 0 {
-		w(" (failed writes by operation: %s; a scale refused with 409 Conflict is the controller's cached Deployment being older than the one it changed itself)", strings.Join(ops, ", "))
+		w(" (failed writes by operation: %s; a scale refused with 409 Conflict: the Deployment had changed since the controller's cache saw it, by the controller's own last write or the Deployment controller's status, and the decision is retried)", strings.Join(ops, ", "))
 	}
 	w(".\n\n")
 	var first, last time.Duration = -1, 0
