@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -288,7 +289,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return strings.Compare(a.Name, b.Name) })
 	// One pass over the pods' cache: a list by selector scans every pool
 	// pod of the namespace, so one per pool cost pools × pods per decision.
 	all, err := c.pods.Pods(c.cfg.Namespace).List(labels.Everything())
@@ -369,15 +370,6 @@ func (c *Controller) policy(key, text string) (sizing.Policy, error) {
 	return pol, err
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // forgetGone drops the history and metrics of pools no longer sized.
 func (c *Controller) forgetGone(present map[string]bool) {

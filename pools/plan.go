@@ -3,7 +3,6 @@ package pools
 import (
 	"encoding/json"
 	"slices"
-	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -190,6 +189,3 @@ func replicasOf(d *appsv1.Deployment) int {
 	}
 	return int(*d.Spec.Replicas)
 }
-
-// itoa is strconv.Itoa, for label values of metrics.
-func itoa(n int) string { return strconv.Itoa(n) }
