@@ -370,7 +370,6 @@ func (c *Controller) policy(key, text string) (sizing.Policy, error) {
 	return pol, err
 }
 
-
 // forgetGone drops the history and metrics of pools no longer sized.
 func (c *Controller) forgetGone(present map[string]bool) {
 	for key := range c.sized {
