@@ -7,10 +7,12 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-# No inlining in the packages of the one TLS request (see COLDPKGS in the Makefile).
+# No inlining in the packages of the one TLS request, nor in those of logs, errors and
+# control replies (see COLDPKGS in the Makefile).
 RUN CGO_ENABLED=0 go build -trimpath \
       -gcflags=crypto/...=-l -gcflags=vendor/golang.org/x/crypto/...=-l \
       -gcflags=math/big=-l -gcflags=encoding/asn1=-l -gcflags=net/url=-l \
+      -gcflags=fmt=-l -gcflags=reflect=-l -gcflags=encoding/json=-l -gcflags=log/slog=-l \
       -ldflags "-s -w -X main.version=${VERSION}" -o /warmpod ./cmd/warmpod
 
 # The final stage; Dockerfile.prebuilt is the same stage fed with a binary built outside

@@ -5,9 +5,13 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo de
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 # PID 1 only: no inlining in the packages that serve its one TLS request to
 # the API server (run once per pod, at self-deletion), which makes the binary
-# about 0.2 MB smaller; hot paths (reaping, the pump, probes) keep inlining.
-# The Dockerfile's build line repeats this list.
-COLDPKGS  := crypto/... vendor/golang.org/x/crypto/... math/big encoding/asn1 net/url
+# about 0.2 MB smaller, nor in those of its logs, errors and control
+# replies (fmt, reflect, encoding/json, log/slog: 69,632 B less, issue 30),
+# which run per log line or control request, never per reap, pumped chunk or
+# probe; hot paths (reaping, the pump, probes) keep inlining. The
+# Dockerfile's build line repeats this list.
+COLDPKGS  := crypto/... vendor/golang.org/x/crypto/... math/big encoding/asn1 net/url \
+             fmt reflect encoding/json log/slog
 GCFLAGS   := $(foreach p,$(COLDPKGS),-gcflags=$(p)=-l)
 BIN       := bin/warmpod
 DRIVER    := bin/warmpod-gitlab
@@ -41,7 +45,7 @@ vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 
-test: deps vet build helm ## everything CI runs: unit tests with -race (the chart's with helm), then the runc end-to-end tests
+test: deps vet build size helm ## everything CI runs: PID 1's size limit (MAXSIZE), unit tests with -race (the chart's with helm), then the runc end-to-end tests
 	HELM=$(CURDIR)/$(HELM) WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 45m ./...
 
 helm: ## the helm command pinned in tools/helm (a Go tool module: nothing downloaded but Go modules) → bin/helm
@@ -80,8 +84,20 @@ image-github: build ## FROM scratch image of the Actions hook (Dockerfile.github
 	  $$mnt/warmpod-github install $$d && test -x $$d/warmpod-github.sh && $$d/warmpod-github version; rc=$$?; \
 	  rm -rf $$d; buildah umount $$ctr >/dev/null; buildah rm $$ctr >/dev/null; exit $$rc
 
-size: build ## print the binary size and check it is static
-	@ls -l $(BIN) | awk '{print $$5, "bytes"}'; file $(BIN) 2>/dev/null || true
+# MAXSIZE caps PID 1's binary (bytes, bin/warmpod as `make build` builds it
+# with the Go toolchain go.mod names). Why: PID 1 is in every warm pod's
+# image, and it grew by a few KB with most changes (5,689,506 B to 5,820,578 B
+# over the changes bench/results.md records, and since); the goal is 5.5 MB
+# (issue 30), and a static Go binary with crypto/tls alone is 4.34 MB with
+# COLDPKGS's flags. The cap is the size at the last commit that changed it
+# (5,660,834 B) plus two 4 KiB pages (the linker grows the file in pages);
+# `make test` fails above it. Raise it only with the reason in the commit
+# message; lower it when PID 1 shrinks.
+MAXSIZE   := 5669026
+
+size: build ## print PID 1's binary size, check it is static and at most MAXSIZE bytes
+	@s=$$(wc -c < $(BIN)); echo "$(BIN): $$s bytes (limit MAXSIZE $(MAXSIZE))"; file $(BIN) 2>/dev/null || true; \
+	  if [ $$s -gt $(MAXSIZE) ]; then echo "$(BIN) is $$s bytes, over MAXSIZE ($(MAXSIZE) bytes): shrink it, or raise MAXSIZE in the Makefile with the reason in the commit"; exit 1; fi
 
 clean:
 	rm -rf bin
@@ -182,6 +198,20 @@ bench-kube: image-tar gitlab-runner image-gitlab-helper ## GitLab Runner job ove
 	  WARMPOD_KUBE_FEATURES_BENCH=$(CURDIR)/bench/gitlab-features-kube.md \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m -run 'TestGitLab(Overhead|Features)Bench' ./e2e/kube/
 
+# Issue 30's artifacts-and-caches row: 100 MiB each way on warm pods against a bare exec of 100 MiB in
+# the same pods, SHA-256 checked at the far end.
+.PHONY: bench-gitlab-transfer
+bench-gitlab-transfer: image-tar gitlab-runner image-gitlab-helper ## GitLab artifacts and caches, 100 MiB each way on warm pods, against a bare exec of the same size (real cluster) → bench/gitlab-transfer-kube.md
+	@set -e; \
+	if [ -z "$$KUBECONFIG" ]; then \
+	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
+	fi; \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(HELPER_TAR); \
+	WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) GLR_DIR=$(GLR_DIR) \
+	  WARMPOD_KUBE_TRANSFER_BENCH=$(CURDIR)/bench/gitlab-transfer-kube.md \
+	  $(GO) test -tags kube -count=1 -v -timeout 30m -run 'TestGitLabTransferBench' ./e2e/kube/
+
 bench-github: image-tar ## Actions hook: warmpod-github vs the upstream k8s-novolume hook, side by side through hookrun (real cluster) → bench/github-kube.md
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
@@ -231,7 +261,7 @@ stress: deps build ## full stress scenarios (1,000-job soak, races, faults, floo
 	  $(GO) test -count=1 -v -timeout 30m -run 'TestStress|TestRegress' ./e2e/
 	@cat $(STRESS_OUT)
 
-fuzz: ## each fuzz target for FUZZTIME (default 10m): job spec parser, env renderer (dash, bash, busybox sh), control-frame reader, probe HTTP request parser and connection, API server answer parser, stage names, multiplexer frame reader, pool sizing policy parser
+fuzz: ## each fuzz target for FUZZTIME (default 10m): job spec parser, env renderer (dash, bash, busybox sh), control-frame reader, probe HTTP request parser and connection, API server answer parser, stage names, multiplexer frame reader, pool sizing policy parser, cgroup limit files
 	$(GO) test ./jobspec -run '^$$' -fuzz '^FuzzParseSpec$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./jobspec -run '^$$' -fuzz '^FuzzQuote$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./control -run '^$$' -fuzz '^FuzzReadRequest$$' -fuzztime $(FUZZTIME)
@@ -241,6 +271,7 @@ fuzz: ## each fuzz target for FUZZTIME (default 10m): job spec parser, env rende
 	$(GO) test ./control -run '^$$' -fuzz '^FuzzValidStageName$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./muxproto -run '^$$' -fuzz '^FuzzReader$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./sizing -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./limits -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 
 # ---- benchmarks: bench/ (results in bench/results.md, bench/results.json, bench/micro.txt) ----
 .PHONY: bench

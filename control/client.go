@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/warmpod/warmpod/internal/jsondec"
 )
 
 // Client is the typed client of PID 1's control socket: one method per
@@ -122,7 +124,7 @@ func (c Client) do(ctx context.Context, req *Request) (*Response, error) {
 // Wait, and JobStatus with a stage). Errors: Data is not one.
 func (r *Response) StageStatus() (StageStatus, error) {
 	var s StageStatus
-	if err := json.Unmarshal(r.Data, &s); err != nil {
+	if err := jsondec.Value(r.Data, stageStatusFunc(&s)); err != nil {
 		return StageStatus{}, fmt.Errorf("bad stage status: %w", err)
 	}
 	return s, nil
@@ -132,7 +134,7 @@ func (r *Response) StageStatus() (StageStatus, error) {
 // without a stage). Errors: Data is not one.
 func (r *Response) JobStatus() (JobStatus, error) {
 	var s JobStatus
-	if err := json.Unmarshal(r.Data, &s); err != nil {
+	if err := jsondec.Value(r.Data, jobStatusFunc(&s)); err != nil {
 		return JobStatus{}, fmt.Errorf("bad job status: %w", err)
 	}
 	return s, nil

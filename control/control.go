@@ -411,7 +411,7 @@ func readRequest(r *bufio.Reader, reserve func(int) bool) (*Request, error) {
 		return nil, fmt.Errorf("bad request: %w", err)
 	}
 	var req Request
-	err = json.Unmarshal(line, &req)
+	err = req.decode(line)
 	clear(line) // it may hold a job spec with secrets
 	if err != nil {
 		return nil, errors.New("bad request: not a JSON request object")
@@ -540,7 +540,7 @@ func Call(ctx context.Context, path string, req *Request) (*Response, error) {
 		return nil, fmt.Errorf("reading response: %w", err)
 	}
 	var resp Response
-	err = json.Unmarshal(line, &resp)
+	err = resp.decode(line)
 	clear(line)
 	if err != nil {
 		return nil, fmt.Errorf("decoding response: %w", err)

@@ -2,6 +2,7 @@ package jobspec
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -85,4 +86,21 @@ func requireSpecError(t *testing.T, err error) {
 	t.Helper()
 	_, ok := err.(*SpecError)
 	require.True(t, ok, "error %T is not a *SpecError: %v", err, err)
+}
+
+// FuzzSyntaxErrorOffset: the offset syntaxError reports (json.Indent's
+// scanner) is the one json.Unmarshal reports, the decoder it replaced (PID
+// 1's size, issue 30), for any input that is not valid JSON.
+func FuzzSyntaxErrorOffset(f *testing.F) {
+	for _, s := range []string{`{"id":"job-1"} x`, `{"id":`, ``, ` `, `{"a":[1,2,}`, "{\"a\":\"\x01\"}", `[[[[`, `nul`, `{"a":1}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var se *json.SyntaxError
+		if !errors.As(json.Unmarshal(data, &struct{}{}), &se) {
+			return
+		}
+		want := fmt.Sprintf("not valid JSON (error at byte offset %d)", se.Offset)
+		require.Equal(t, want, syntaxError(data).Reason)
+	})
 }

@@ -7,7 +7,7 @@ package jobspec
 // package cannot wipe. The functions still check bounds so that a caller
 // passing unvalidated input gets an error, not a panic.
 
-import "encoding/json"
+import "github.com/warmpod/warmpod/internal/jsondec"
 
 // isSpace reports whether c is JSON whitespace (RFC 8259, section 2).
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -97,7 +97,7 @@ func eachMember(obj []byte, malformed *SpecError, fn func(key string, val []byte
 			return malformed
 		}
 		var key string
-		if err := json.Unmarshal(obj[i:end], &key); err != nil {
+		if err := jsondec.Value(obj[i:end], &key); err != nil {
 			return malformed
 		}
 		i = skipSpace(obj, end)

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/warmpod/warmpod/internal/jsondec"
 )
 
 // Limits applied by [ParseSpec]. They are warmpod's own choices, sized so a
@@ -165,8 +167,17 @@ func ParseSpec(data []byte) (*Spec, error) {
 // syntaxError describes invalid JSON by byte offset only: the messages of
 // encoding/json quote input characters, which could be part of a secret.
 func syntaxError(data []byte) *SpecError {
+	// json.Indent's scanner reports the offset json.Unmarshal would, and
+	// does not link encoding/json's decoder (PID 1's size, issue 30). It
+	// copies data up to the error into buf, which may hold secrets: wiped.
+	// Indent grows buf to twice data's length first, more than it writes
+	// with no prefix or indent, so no copy is left in a dropped array.
+	var buf bytes.Buffer
+	err := json.Indent(&buf, data, "", "")
+	b := buf.Bytes()
+	clear(b[:cap(b)])
 	var se *json.SyntaxError
-	if err := json.Unmarshal(data, &struct{}{}); errors.As(err, &se) {
+	if errors.As(err, &se) {
 		return &SpecError{Reason: fmt.Sprintf("not valid JSON (error at byte offset %d)", se.Offset)}
 	}
 	return &SpecError{Reason: "not valid JSON"}
@@ -334,7 +345,7 @@ func memberName(prefix, key string) string {
 // stringField decodes the JSON string val. The error never shows val.
 func stringField(field string, val []byte) (string, *SpecError) {
 	var s string
-	if val[0] != '"' || json.Unmarshal(val, &s) != nil {
+	if val[0] != '"' || jsondec.Value(val, &s) != nil {
 		return "", &SpecError{Field: field, Reason: "not a JSON string"}
 	}
 	return s, nil

@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/warmpod/warmpod/internal/jsondec"
 )
 
 // Type is a frame's kind.
@@ -148,7 +150,7 @@ type Open struct {
 // attach itself, not env (it prints the job's secrets; no executor needs
 // it).
 var commands = map[string]bool{"start": true, "stage": true, "cancel": true, "status": true, "wait": true,
-	"put": true, "end": true, "logs": true}
+	"put": true, "end": true, "logs": true, "limits": true}
 
 // Carried tells whether a stream carries argv (ARGV0 job COMMAND …, one
 // of the commands above); anything else (a shell, another program) the
@@ -282,4 +284,16 @@ func Decode(f Frame, v any) error {
 		return fmt.Errorf("muxproto: bad %s frame: %w", f.Type, err)
 	}
 	return nil
+}
+
+// DecodeOpen is Decode for an Open frame, the one frame PID 1's `warmpod
+// job attach` reads; it decodes with internal/jsondec, under
+// encoding/json's rules, so that PID 1's binary does without encoding/json's
+// decoder (issue 30). Errors name the frame type, as Decode's.
+func DecodeOpen(f Frame) (Open, error) {
+	var o Open
+	if err := jsondec.Unmarshal(f.Payload, jsondec.Member("argv", &o.Argv)); err != nil {
+		return Open{}, fmt.Errorf("muxproto: bad %s frame: %w", f.Type, err)
+	}
+	return o, nil
 }

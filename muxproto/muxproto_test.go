@@ -85,7 +85,7 @@ func TestDecodeNamesTheFrame(t *testing.T) {
 
 // FuzzReader: any bytes decode to frames or an error, never a panic or an
 // allocation beyond MaxPayload, and what decodes re-encodes to the same
-// bytes.
+// bytes; DecodeOpen agrees with Decode on every frame.
 func FuzzReader(f *testing.F) {
 	var seed bytes.Buffer
 	w := NewWriter(&seed)
@@ -111,9 +111,49 @@ func FuzzReader(f *testing.F) {
 			}
 			var v any
 			_ = Decode(fr, &v)
+			var want Open
+			wantErr := Decode(fr, &want)
+			got, err := DecodeOpen(fr)
+			require.Equal(t, wantErr == nil, err == nil, "DecodeOpen %v, Decode %v", err, wantErr)
+			if err == nil {
+				require.Equal(t, want, got)
+			}
 		}
 		if !bytes.HasPrefix(in, out.Bytes()) {
 			t.Fatalf("re-encoding differs")
 		}
 	})
+}
+
+// TestDecodeOpenAgrees: DecodeOpen fails exactly when Decode into an Open
+// (encoding/json) does, decodes the same Argv, and names the frame type.
+func TestDecodeOpenAgrees(t *testing.T) {
+	tests := []struct {
+		name, payload string
+	}{
+		{"argv", `{"argv":["/warmpod","job","status"]}`},
+		{"empty argv", `{"argv":[]}`},
+		{"null argv", `{"argv":null}`},
+		{"no argv", `{}`},
+		{"other members", `{"x":{"argv":1},"ARGV":["a"]}`},
+		{"not a list", `{"argv":"a"}`},
+		{"not strings", `{"argv":[1]}`},
+		{"not an object", `["a"]`},
+		{"truncated", `{"argv":["a"`},
+		{"empty", ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Frame{Type: TypeOpen, Channel: 1, Payload: []byte(tt.payload)}
+			var want Open
+			wantErr := Decode(f, &want)
+			got, err := DecodeOpen(f)
+			if wantErr != nil {
+				require.ErrorContains(t, err, "bad open frame")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, want, got)
+		})
+	}
 }

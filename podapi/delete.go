@@ -13,6 +13,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/warmpod/warmpod/internal/jsondec"
 )
 
 // Result is the outcome of DeleteSelf, a short word fit for logs and the
@@ -366,12 +368,13 @@ func readToken(path string) (string, error) {
 // statusMessage extracts metav1.Status.message from an API answer, or a
 // printable start of the body.
 func statusMessage(raw []byte) string {
-	var s struct {
-		Message string `json:"message"`
-		Reason  string `json:"reason"`
-	}
-	if json.Unmarshal(raw, &s) == nil && s.Message != "" {
-		return s.Message
+	// jsondec, not encoding/json's decoder: PID 1's size (issue 30). The
+	// reason member is decoded for its type only: a body whose reason is
+	// not a string is not a Status, as with encoding/json before.
+	var message, reason string
+	if jsondec.Unmarshal(raw, jsondec.Member("message", &message),
+		jsondec.Member("reason", &reason)) == nil && message != "" {
+		return message
 	}
 	m := strings.TrimSpace(string(raw))
 	if len(m) > 200 {
@@ -407,15 +410,14 @@ func serviceAccountOf(token string) string {
 	if err != nil {
 		return fallback
 	}
-	var claims struct {
-		Sub string `json:"sub"`
-	}
-	if json.Unmarshal(payload, &claims) != nil || !strings.HasPrefix(claims.Sub, "system:serviceaccount:") {
+	var sub string
+	if jsondec.Unmarshal(payload, jsondec.Member("sub", &sub)) != nil ||
+		!strings.HasPrefix(sub, "system:serviceaccount:") {
 		return fallback
 	}
-	f := strings.Split(strings.TrimPrefix(claims.Sub, "system:serviceaccount:"), ":")
+	f := strings.Split(strings.TrimPrefix(sub, "system:serviceaccount:"), ":")
 	if len(f) != 2 {
 		return fallback
 	}
-	return fmt.Sprintf("service account %s (%s)", f[1], claims.Sub)
+	return fmt.Sprintf("service account %s (%s)", f[1], sub)
 }

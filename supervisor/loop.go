@@ -133,37 +133,49 @@ func (s *Supervisor) post(f func()) {
 	}
 }
 
-// result is the reply of an op.
-type result[T any] struct {
-	v   T
+// result is the reply of an op; v holds the op's typed value (call
+// asserts it back).
+type result struct {
+	v   any
 	err error
 }
 
 // call runs fn on the loop (after any worker, when excl) and waits for the
 // reply fn gives, at once or later from a worker's continuation.
-// ErrExiting when the loop ended first.
+// ErrExiting when the loop ended first. The waiting is callOp's, not
+// generic: a copy of it for each of the ops' result types made PID 1's
+// binary about 12 KB bigger (issue 30); the boxing it costs is one small
+// allocation per control request at most.
 func call[T any](s *Supervisor, excl bool, fn func(reply func(T, error))) (T, error) {
-	ch := make(chan result[T], 1)
-	var zero T
+	r := callOp(s, excl, func(reply func(any, error)) {
+		fn(func(v T, err error) { reply(v, err) })
+	})
+	v, _ := r.v.(T) // the zero T when there is no value (refused, ErrExiting)
+	return v, r.err
+}
+
+// callOp is call with the reply's value boxed.
+func callOp(s *Supervisor, excl bool, fn func(reply func(any, error))) result {
+	ch := make(chan result, 1)
 	o := op{
 		excl:   excl,
-		fn:     func() { fn(func(v T, err error) { ch <- result[T]{v, err} }) },
-		refuse: func(err error) { ch <- result[T]{zero, err} },
+		fn:     func() { fn(func(v any, err error) { ch <- result{v, err} }) },
+		refuse: func(err error) { ch <- result{nil, err} },
 	}
 	select {
 	case s.ops <- o:
 	case <-s.stopped:
-		return zero, errorf(ErrExiting, "%v", ErrExiting)
+		return result{nil, errorf(ErrExiting, "%v", ErrExiting)}
 	}
 	select {
 	case r := <-ch:
-		return r.v, r.err
+		return r
 	case <-s.stopped:
 		select {
 		case r := <-ch:
-			return r.v, r.err
+			return r
 		default:
-			return zero, errorf(ErrExiting, "%v", ErrExiting)
+			return result{nil, errorf(ErrExiting, "%v", ErrExiting)}
 		}
 	}
 }

@@ -169,8 +169,8 @@ func (a *attacher) serve(ctx context.Context, in io.Reader) int {
 func (a *attacher) handle(f muxproto.Frame) error {
 	switch f.Type {
 	case muxproto.TypeOpen:
-		var o muxproto.Open
-		if err := muxproto.Decode(f, &o); err != nil {
+		o, err := muxproto.DecodeOpen(f)
+		if err != nil {
 			return err
 		}
 		a.open(f.Channel, o.Argv)
