@@ -21,6 +21,8 @@ const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] 
   status [--stage S] | wait --stage S [--timeout D]
   cancel [--stage S] [--grace D] | put PATH --size N --sha256 HEX [--mode M] | env | end
   attach                                 serve the executor's multiplexer: muxproto frames on stdin/stdout
+  limits [--cpu-shares N] [--cpu-weight N]... [--cpu-quota µs] [--memory-limit B] [--within D]
+                                         the container's cgroup limits; wait until it holds these
 Run "warmpod job COMMAND -h" for a command's flags.`
 
 // specReadTimeout bounds how long `job start` waits for the job spec line
@@ -161,6 +163,8 @@ func jobCmd(args []string) int {
 		return jobCancel(args[1:])
 	case "attach":
 		return jobAttach(args[1:])
+	case "limits":
+		return jobLimits(args[1:])
 	}
 	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Println(jobUsage)

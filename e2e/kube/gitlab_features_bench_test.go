@@ -8,8 +8,9 @@ package kubee2e
 // archive_cache, upload_artifacts_on_success, all calling the pod's
 // gitlab-runner-helper), and a job that asks for more cpu and memory,
 // each warm against cold, interleaved, through the real runner; and the
-// in-place resize's own cost (the pods/resize patch until the kubelet has
-// applied it), from the driver's timings.
+// in-place resize's own cost (the pods/resize patch until the resources
+// are in force: in the container's cgroup, or in the pod's status), from
+// the driver's timings.
 
 import (
 	"fmt"
@@ -107,7 +108,7 @@ func TestGitLabFeaturesBench(t *testing.T) {
 		fmt.Fprintf(&b, "| %s: executor overhead (minus the stages' own time) | %s | %s | %.2f× |\n", kind, ms(med(w, over)), ms(med(c, over)), float64(med(w, over))/float64(med(c, over)))
 		fmt.Fprintf(&b, "| %s: prepare | %s | %s | %.2f× |\n", kind, ms(med(w, prep)), ms(med(c, prep)), float64(med(w, prep))/float64(med(c, prep)))
 	}
-	fmt.Fprintf(&b, "| in-place resize (pods/resize patch → applied in the pod's status), %d resizes | %s | | |\n", len(res["resize"]), ms(med(res["resize"], wall)))
+	fmt.Fprintf(&b, "| in-place resize (pods/resize patch → in force: the pod's cgroup or status), %d resizes | %s | | |\n", len(res["resize"]), ms(med(res["resize"], wall)))
 	fmt.Fprintf(&b, "\nMeasured %s, load average %s. Artifacts+cache: restore_cache, archive_cache and upload_artifacts_on_success run the pod's gitlab-runner-helper; resized: KUBERNETES_CPU_REQUEST=500m, KUBERNETES_MEMORY_LIMIT=256Mi (warm: resized in place; cold: a pod created with them).\n", time.Now().UTC().Format(time.RFC3339), loadAvg())
 	t.Log("\n" + b.String())
 	require.NoError(t, os.WriteFile(out, []byte(b.String()), 0o644))

@@ -34,6 +34,23 @@ const AnnotationDefault = "warmpod.dev/default-pool"
 // Errors: the API server's (RBAC: list on deployments and replicasets in
 // the apps group), and [ErrManifest] when no usable pool is left.
 func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
+	// The ReplicaSets are listed beside the Deployments, not after them:
+	// a prepare waits for one round trip, not two. Their answer (or
+	// error) is used only when a pool reads LabelTemplateHash.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type rsList struct {
+		list *appsv1.ReplicaSetList
+		err  error
+	}
+	rsc := make(chan rsList, 1)
+	go func() {
+		// One list for all pools: a pool's ReplicaSets carry its
+		// template's labels, LabelPool among them.
+		l, err := k.CS.AppsV1().ReplicaSets(k.Namespace).List(ctx, metav1.ListOptions{
+			LabelSelector: labels.Set{LabelState: StateIdle}.String()})
+		rsc <- rsList{l, err}
+	}()
 	deps, err := k.CS.AppsV1().Deployments(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: PoolSelector})
 	if err != nil {
 		return nil, fmt.Errorf("list pool Deployments (%s): %w", PoolSelector, err)
@@ -65,12 +82,11 @@ func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 		}
 		if p.HashLabel == LabelTemplateHash {
 			if rsets == nil {
-				// One list for all pools: a pool's ReplicaSets carry its
-				// template's labels, LabelPool among them.
-				if rsets, err = k.CS.AppsV1().ReplicaSets(k.Namespace).List(ctx, metav1.ListOptions{
-					LabelSelector: labels.Set{LabelState: StateIdle}.String()}); err != nil {
-					return nil, fmt.Errorf("list the pools' ReplicaSets: %w", err)
+				r := <-rsc
+				if r.err != nil {
+					return nil, fmt.Errorf("list the pools' ReplicaSets: %w", r.err)
 				}
+				rsets = r.list
 			}
 			if h := currentHash(d, rsets.Items); h != "" {
 				p.Hash = h

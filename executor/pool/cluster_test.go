@@ -2,11 +2,13 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,7 +17,9 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	k8stesting "k8s.io/client-go/testing"
 )
 
@@ -172,13 +176,13 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second, nil)
 		assert.ErrorIs(t, err, ErrResizeUnsupported)
 		assert.Contains(t, err.Error(), "Kubernetes < 1.33")
 	})
 
 	t.Run("the pod is gone", func(t *testing.T) {
-		err := (&Cluster{CS: fake.NewClientset(), Namespace: "ci"}).Resize(context.Background(), target, want, time.Second)
+		err := (&Cluster{CS: fake.NewClientset(), Namespace: "ci"}).Resize(context.Background(), target, want, time.Second, nil)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "the pod is gone")
 		assert.NotErrorIs(t, err, ErrResizeUnsupported)
@@ -189,7 +193,7 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "w1", nil)
 		})
-		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second, nil)
 		assert.ErrorIs(t, err, ErrResizeUnsupported)
 	})
 
@@ -216,7 +220,7 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "build", Resources: res}}
 			return true, p, nil
 		})
-		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 5*time.Second)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 5*time.Second, nil)
 		require.NoError(t, err)
 		assert.Equal(t, 3, gets)
 		assert.JSONEq(t, `{"spec":{"containers":[{"name":"build","resources":{"requests":{"cpu":"500m"},"limits":{"memory":"256Mi"}}}]}}`, string(patched), "only the warmpod container's cpu and memory")
@@ -229,8 +233,61 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred, Message: "node is full for now"}}
 			return true, p, nil
 		})
-		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 200*time.Millisecond)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 200*time.Millisecond, nil)
 		assert.ErrorIs(t, err, ErrResizeNotApplied)
 		assert.Contains(t, err.Error(), "node is full for now")
 	})
+}
+
+// gatedClientset holds a Deployment list until a ReplicaSet list has
+// begun: Pools that lists them one after the other never gets its
+// Deployments.
+type gatedClientset struct {
+	kubernetes.Interface
+	rsListed chan struct{}
+}
+
+func (g gatedClientset) AppsV1() appsv1client.AppsV1Interface {
+	return gatedApps{g.Interface.AppsV1(), g.rsListed}
+}
+
+type gatedApps struct {
+	appsv1client.AppsV1Interface
+	rsListed chan struct{}
+}
+
+func (a gatedApps) Deployments(ns string) appsv1client.DeploymentInterface {
+	return gatedDeployments{a.AppsV1Interface.Deployments(ns), a.rsListed}
+}
+
+func (a gatedApps) ReplicaSets(ns string) appsv1client.ReplicaSetInterface {
+	close(a.rsListed)
+	return a.AppsV1Interface.ReplicaSets(ns)
+}
+
+type gatedDeployments struct {
+	appsv1client.DeploymentInterface
+	rsListed chan struct{}
+}
+
+func (d gatedDeployments) List(ctx context.Context, o metav1.ListOptions) (*appsv1.DeploymentList, error) {
+	select {
+	case <-d.rsListed:
+	case <-time.After(5 * time.Second):
+		return nil, errors.New("the ReplicaSets were not listed beside the Deployments within 5 s")
+	}
+	return d.DeploymentInterface.List(ctx, o)
+}
+
+// Pools lists the ReplicaSets beside the Deployments (a prepare waits
+// for one round trip, not two), with the same answer.
+func TestPoolsListsBothAtOnce(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cur := liveDeployment("busybox", LabelTemplateHash, "2")
+	cs := fake.NewClientset(cur, replicaSet(cur, "2", "new222"))
+	k := &Cluster{Namespace: "ci", CS: gatedClientset{Interface: cs, rsListed: make(chan struct{})}}
+	set, err := k.Pools(context.Background())
+	require.NoError(t, err)
+	require.Len(t, set.Pools, 1)
+	assert.Equal(t, "new222", set.Pools[0].Hash)
 }
