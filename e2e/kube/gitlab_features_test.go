@@ -12,6 +12,8 @@ package kubee2e
 import (
 	"archive/zip"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -152,6 +154,29 @@ func TestGitLabArtifactsAndCaches(t *testing.T) {
 		r3 := p.runJob(t, jobOpts{id: 1206, script: script, env: extrasEnv(t, cache(key+"-v2"))})
 		require.Equal(t, 0, r3.exit, r3.String())
 		assert.Contains(t, traceText(r3.trace), "JOB-OUTPUT: cache miss", "another key, another cache")
+	})
+
+	t.Run("an artifact larger than the pod's memory-backed run volume", func(t *testing.T) {
+		// 80 MiB of random bytes: the helper stages its archive in
+		// ARCHIVER_STAGING_DIR (the builds volume), not in TMPDIR on the
+		// 64Mi run volume, where it failed with "no space left on device".
+		r := p.runJob(t, jobOpts{id: 1207, script: []string{`mkdir -p out`, `head -c 83886080 /dev/urandom > out/big`, `sha256sum out/big`},
+			env: extrasEnv(t, artifacts)})
+		require.Equal(t, 0, r.exit, r.String())
+		tr := traceText(r.trace)
+		assert.Contains(t, tr, `Uploading artifacts as "archive" to coordinator... 201 Created`)
+		m := regexp.MustCompile(`(?m)^([0-9a-f]{64})  out/big\s*$`).FindStringSubmatch(tr)
+		require.NotNil(t, m, "the job printed the sum:\n%s", tr)
+		zr, err := zip.OpenReader(filepath.Join(r.runDir, "mock", "artifacts", "1207", "build-out.zip"))
+		require.NoError(t, err)
+		defer zr.Close()
+		f, err := zr.Open("out/big")
+		require.NoError(t, err)
+		defer f.Close()
+		h := sha256.New()
+		_, err = io.Copy(h, f)
+		require.NoError(t, err)
+		assert.Equal(t, m[1], hex.EncodeToString(h.Sum(nil)), "the coordinator holds the job's bytes")
 	})
 	waitIdle(t, p.ns, 2, 2*time.Minute)
 }

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/pool"
 )
 
@@ -141,4 +142,25 @@ func checkHelper(e Env, p pool.Pool) error {
 	}
 	return fmt.Errorf("the job has %s, which GitLab Runner's helper binary (gitlab-runner on the build container's PATH) handles, but pool %s's pods have none (%s): add deploy/pool.yaml's install-gitlab-runner-helper init container to the pool, or annotate its template %s: \"true\" if its image has gitlab-runner on PATH",
 		strings.Join(needs, " and "), p.Name, why, AnnotationRunnerHelper)
+}
+
+// stagingVariables are the job variables the driver adds for the helper's
+// stages: ARCHIVER_STAGING_DIR, where gitlab-runner-helper stages what it
+// moves (fastzip's archive chunks before an upload or onto the cache
+// volume, a downloaded artifacts archive before it is extracted), set to
+// buildsDir. Without it the helper stages in $TMPDIR, which warmpod's
+// PID 1 points at the job's directory on the pod's memory-backed run
+// volume (64Mi in deploy/pool.yaml): a 100 MiB artifact or cache failed
+// with "no space left on device", and a smaller one took pod memory. The
+// stock Kubernetes executor's helper stages in its container's /tmp, on
+// disk; buildsDir is the disk volume every job writes anyway. A job that
+// sets ARCHIVER_STAGING_DIR itself wins: the runner's stage scripts export
+// the job's variables after the pod's environment. None for a job that
+// does not call the helper. Errors: HelperNeeds's.
+func stagingVariables(e Env, buildsDir string) ([]control.JobVariable, error) {
+	needs, err := HelperNeeds(e)
+	if err != nil || len(needs) == 0 || buildsDir == "" {
+		return nil, err
+	}
+	return []control.JobVariable{{Key: "ARCHIVER_STAGING_DIR", Value: buildsDir}}, nil
 }

@@ -2,6 +2,7 @@ package gitlab
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,6 +132,38 @@ func TestPrepareRefusesArtifactsWithoutTheHelper(t *testing.T) {
 			assert.Len(t, fc.warm, 1, "nothing claimed")
 			assert.Zero(t, fc.colds, "nothing created")
 			assert.Empty(t, fc.execs)
+		})
+	}
+}
+
+// A job that calls the helper gets ARCHIVER_STAGING_DIR, the builds
+// volume, in job start's spec: the helper stages archives there, not in
+// $TMPDIR on the pod's memory-backed run volume, where 100 MiB failed
+// with "no space left on device". A job without artifacts or caches gets
+// nothing more.
+func TestPrepareStagesTheHelperOnTheBuildsVolume(t *testing.T) {
+	helper := `[{name: h, image: x/gitlab-runner-helper:v1, command: [cp, /usr/bin/gitlab-runner-helper, /t/gitlab-runner]}]`
+	for name, tc := range map[string]struct {
+		payload string
+		want    []any
+	}{
+		"artifacts": {payload: `{"artifacts":[{"name":"a","paths":["out/"]}]}`,
+			want: []any{map[string]any{"key": "ARCHIVER_STAGING_DIR", "value": "/builds"}}},
+		"a cache": {payload: `{"cache":[{"key":"k","paths":["vendor/"]}]}`,
+			want: []any{map[string]any{"key": "ARCHIVER_STAGING_DIR", "value": "/builds"}}},
+		"a dependency's artifacts": {payload: `{"dependencies":[{"id":7,"artifacts_file":{"filename":"artifacts.zip","size":10}}]}`,
+			want: []any{map[string]any{"key": "ARCHIVER_STAGING_DIR", "value": "/builds"}}},
+		"nothing for the helper": {payload: `{"artifacts":null}`, want: []any{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+			d, _, _ := newDriver(t, fc, map[string]string{"JOB_RESPONSE_FILE": payloadFile(t, tc.payload)})
+			d.Cfg.Pools = &pool.Set{Pools: []pool.Pool{helperPool(t, "alpine:3.20", helper, "{}")}}
+			require.NoError(t, d.Prepare(context.Background()))
+			require.NotEmpty(t, fc.stdins)
+			var spec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(fc.stdins[0]), &spec))
+			assert.Equal(t, tc.want, spec["variables"])
 		})
 	}
 }
