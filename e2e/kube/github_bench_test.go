@@ -51,7 +51,8 @@ func TestGitHubHookBench(t *testing.T) {
 	if out == "" {
 		t.Skip("WARMPOD_GITHUB_BENCH is not set (make bench-github sets it)")
 	}
-	const n, nBig = 10, 3
+	n, nBig := benchRuns(t, 10, 3)
+	wpEnv := strings.Fields(os.Getenv("WARMPOD_GITHUB_BENCH_ENV")) // e.g. WARMPOD_GITHUB_STREAMS=1, to try a setting
 	g := newGHPool(t, 3, false)
 	hooks := hooksDir(t)
 	build := os.Getenv("HOOKS_BUILD_DIR")
@@ -77,24 +78,33 @@ func TestGitHubHookBench(t *testing.T) {
 	// per call (--mux=false, through its environment twin), interleaved
 	// with the upstream hook.
 	var up, wp, wd, upBig, wpBig hookFigures
+	var tr transferFigures // the 200 MiB runs' transfer and its bare exec anchor
+	var parts stepParts    // where the multiplexed runs' step overhead goes
 	for i := range n {
 		waitIdle(t, g.ns, 3, 2*time.Minute) // the steady state: a full pool
-		r, log := g.run(t, "pass.json", "gh-bench")
+		timings := filepath.Join(t.TempDir(), "timings.jsonl")
+		r, log := g.run(t, "pass.json", "gh-bench", "WARMPOD_GITHUB_TIMINGS="+timings)
 		require.Equal(t, "success", r.Result, "warmpod run %d:\n%s", i, log)
 		require.False(t, r.stepsSaid("direct exec"), "warmpod run %d went through its multiplexer", i)
 		wp.add(r)
+		parts.add(t, r, timings)
 		waitIdle(t, g.ns, 3, 2*time.Minute)
 		r, log = g.run(t, "pass.json", "gh-bench", "WARMPOD_GITHUB_MUX=false")
 		require.Equal(t, "success", r.Result, "warmpod (one exec per call) run %d:\n%s", i, log)
 		wd.add(r)
 		up.add(upstreamRun("pass.json"))
 	}
-	rtt := bareExecRTT(t, g.kubeconfig, g.ns, "job", 3, n)
-	for range nBig {
+	rtt := bareExecRTT(t, g.kubeconfig, g.ns, "job", 3, max(n, 3))
+	for i := range nBig {
 		waitIdle(t, g.ns, 3, 2*time.Minute)
-		r, _ := g.run(t, "bigfile.json", "gh-bench")
+		r, log := g.run(t, "bigfile.json", "gh-bench", wpEnv...)
 		wpBig.add(r)
+		tr.add(t, r, i, log)
 		upBig.add(upstreamRun("bigfile.json"))
+		tr.bareExec(t, g, "sha256sum", 1, false)
+		tr.bareExec(t, g, "sha256sum", tr.streams, false)
+		tr.bareExec(t, g, "sha256sum", 1, true)
+		tr.bareExec(t, g, "wc -c", 1, false)
 	}
 	row := func(what string, w, d, u []time.Duration, target float64) string {
 		if len(w) == 0 {
@@ -119,11 +129,13 @@ func TestGitHubHookBench(t *testing.T) {
 	b.WriteString(row("overhead per `run:` step (hook call − script)", wp.step, wd.step, up.step, 0.1))
 	b.WriteString(row("cleanup_job", wp.cleanup, wd.cleanup, up.cleanup, 0))
 	b.WriteString(row("whole job", wp.total, wd.total, up.total, 0.15))
-	b.WriteString(row("prepare_job, 200 MiB workspace", wpBig.prepare, nil, upBig.prepare, 0))
+	b.WriteString(row("prepare_job, 200 MiB workspace", wpBig.prepare, nil, upBig.prepare, 0.4))
 	if len(wp.step) > 0 && len(wd.step) > 0 {
 		fmt.Fprintf(&b, "\nOne bare exec round trip of client-go (`true` into a pool pod, new client each time): %s. Step overhead / that round trip: %.2f× with the multiplexer, %.2f× with one exec per call.\n",
 			msStr(rtt), float64(median(wp.step))/float64(rtt), float64(median(wd.step))/float64(rtt))
 	}
+	b.WriteString(parts.table(t, rtt))
+	tr.write(&b, wpBig.prepare, upBig.prepare, rtt)
 	fmt.Fprintf(&b, "\nSuccessful runs: warmpod %d/%d and %d/%d, warmpod with one exec per call %d/%d, upstream %d/%d and %d/%d.\n", wp.ok, wp.runs, wpBig.ok, wpBig.runs, wd.ok, wd.runs, up.ok, up.runs, upBig.ok, upBig.runs)
 	t.Log("\n" + b.String())
 	require.NoError(t, os.WriteFile(out, []byte(b.String()), 0o644))

@@ -4,8 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
@@ -22,81 +23,170 @@ import (
 // the workspace, _actions (downloaded before prepare_job), _tool, and of
 // _temp only _github_home and _github_workflow (steps bring their own
 // scripts and file commands). It goes as one tar archive, cut into
-// pieces of Cfg.ChunkSize, each written by `warmpod job put` with its
-// size and SHA-256 (checked in the pod, the file renamed into place only
-// when both match): a broken stream or a corrupt piece resends that piece
-// alone. The last piece's exec then unpacks them (see unpack) and tells
-// whether the image is Alpine (/etc/alpine-release), the answer
-// prepare_job gives when the pool does not say.
+// pieces of Cfg.ChunkSize as it is written (no temp file: each piece is
+// hashed as its bytes arrive, one pass over them, and held in memory
+// until the pod has it), each written by `warmpod job put` with its size
+// and SHA-256 (checked in the pod, the file renamed into place only when
+// both match): a broken stream or a corrupt piece resends that piece
+// alone. Up to Cfg.Streams pieces go at once, each on an exec of its own
+// (one exec stream does not fill the path through the API server and
+// the kubelet: bench/github-kube.md), so at most Streams+2 pieces are in
+// memory. The last piece goes after all the others have arrived, and its
+// exec unpacks them (see unpack) and tells whether the image is Alpine
+// (/etc/alpine-release), the answer prepare_job gives when the pool does
+// not say. A debug line gives where the time went (workTimings).
 func (h *Hook) sendWork(ctx context.Context, core *executor.Core, st *State) (alpine bool, err error) {
 	work, err := h.workDir()
 	if err != nil {
 		return false, err
 	}
-	f, err := os.CreateTemp("", "warmpod-work-*.tar")
-	if err != nil {
-		return false, executor.Errorf("the _work archive: %v", err)
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	size, err := writeWorkTar(f, work)
-	if err != nil {
-		return false, executor.Errorf("the _work archive of %s: %v", work, err)
-	}
-	chunk := h.Cfg.ChunkSize
+	chunk, streams := h.Cfg.ChunkSize, h.Cfg.Streams
 	if chunk <= 0 {
-		chunk = 64 << 20
+		chunk = DefaultChunkSize
 	}
-	pieces := int((size + chunk - 1) / chunk)
-	var out string
-	for i := 0; i < pieces; i++ {
-		off := int64(i) * chunk
-		then := ""
-		if i == pieces-1 {
-			// The last piece's exec unpacks them all: one exec fewer.
-			then = unpack
-		}
-		if out, err = h.putPiece(ctx, core, st, io.NewSectionReader(f, off, min(chunk, size-off)), i, pieces, then); err != nil {
-			return false, err
-		}
+	if streams <= 0 {
+		streams = DefaultStreams
 	}
-	fmt.Fprintf(core.Log, "warmpod: _work (%d bytes in %d pieces) is in pod %s\n", size, pieces, st.Pod.Name)
+	t0 := time.Now()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	pc := newPiecer(ctx, int(chunk), streams+2)
+	var tarErr error
+	var tarTime time.Duration
+	go func() {
+		defer close(pc.ready)
+		t := time.Now()
+		if tarErr = writeWorkTar(pc, work); tarErr == nil {
+			tarErr = pc.close()
+		}
+		tarTime = time.Since(t)
+	}()
+	var tm workTimings
+	out, err := h.putPieces(ctx, cancel, core, st, pc, streams, &tm)
+	cancel(nil) // the archive's writer stops at its next piece when a put failed
+	for range pc.ready {
+	}
+	if tarErr != nil && !errors.Is(tarErr, context.Canceled) {
+		return false, executor.Errorf("the _work archive of %s: %v", work, tarErr)
+	}
+	if err != nil {
+		return false, err
+	}
+	tm.bytes, tm.pieces, tm.streams, tm.wall = pc.size, pc.n, streams, time.Since(t0)
+	tm.collect, tm.hash, tm.wait = tarTime-pc.hashing-pc.waiting, pc.hashing, pc.waiting
+	tm.extract = extractTime(out)
+	fmt.Fprintf(core.Log, "warmpod: _work (%d bytes in %d pieces) is in pod %s\n", pc.size, pc.n, st.Pod.Name)
+	fmt.Fprintf(core.Log, "warmpod: _work timings: %s\n", tm)
 	return strings.Contains(out, "alpine"), nil
+}
+
+// DefaultChunkSize and DefaultStreams are the _work transfer's piece size
+// (bytes) and how many pieces go at once when Config leaves them 0; the
+// figures behind them are in bench/github-kube.md.
+const (
+	DefaultChunkSize = 16 << 20
+	DefaultStreams   = 3
+)
+
+// putPieces sends the pieces pc makes, up to streams at once, and the
+// last one with the unpack once all others are in; it returns the
+// unpack's output. A failed put cancels ctx (cancel) with its error, so
+// the others and the archive's writer stop.
+func (h *Hook) putPieces(ctx context.Context, cancel context.CancelCauseFunc, core *executor.Core, st *State, pc *piecer, streams int, tm *workTimings) (string, error) {
+	sem := make(chan struct{}, streams)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first, last time.Time
+	for p := range pc.ready {
+		if p.last {
+			wg.Wait()
+			if err := context.Cause(ctx); err != nil {
+				return "", putErr(err)
+			}
+			t := time.Now()
+			if !first.IsZero() {
+				tm.putWall = last.Sub(first)
+			}
+			out, err := h.putPiece(ctx, core, st, p, unpack)
+			tm.last = time.Since(t)
+			return out, err
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			return "", putErr(context.Cause(ctx))
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.Now()
+			_, err := h.putPiece(ctx, core, st, p, "")
+			mu.Lock()
+			if first.IsZero() {
+				first = t
+			}
+			last = time.Now()
+			tm.put += last.Sub(t)
+			mu.Unlock()
+			<-sem
+			if err != nil {
+				cancel(err)
+				return
+			}
+			pc.release(p.data)
+		}()
+	}
+	wg.Wait()
+	return "", putErr(context.Cause(ctx))
+}
+
+// putErr is the error of a transfer that stopped: a put's own error as
+// it is, a cancel of the job as one.
+func putErr(err error) error {
+	var se *executor.SystemError
+	switch {
+	case err == nil:
+		return executor.Errorf("the _work archive ended without its last piece")
+	case errors.As(err, &se):
+		return err
+	}
+	return executor.Errorf("sending _work: %v", err)
 }
 
 // unpack is the shell script that follows the last piece's put, with the
 // number of pieces as $1: it unpacks them into /__w (once: a resend after
 // a stream that broke past the unpack finds the done mark and only removes
 // the piece sent again), links /github/home and /github/workflow to their
-// _temp copies, and prints "alpine" on an Alpine image.
+// _temp copies, prints "alpine" on an Alpine image, and the unpack's time
+// in centiseconds as "warmpod-extract-cs N" (from /proc/uptime; nothing
+// when it cannot be read).
 const unpack = `set -e
 cd /__w
+up() { read -r u _ </proc/uptime 2>/dev/null && echo "${u%.*}${u#*.}"; }
 if [ -e .warmpod-work.done ]; then rm -f .warmpod-work.[0-9]*
-else cat .warmpod-work.[0-9]* | tar -xf -; touch .warmpod-work.done; rm -f .warmpod-work.[0-9]*; fi
+else a=$(up || true); cat .warmpod-work.[0-9]* | tar -xf -; touch .warmpod-work.done; rm -f .warmpod-work.[0-9]*; b=$(up || true)
+  if [ -n "$a" ] && [ -n "$b" ]; then echo "warmpod-extract-cs $((b - a))"; fi; fi
 mkdir -p /__w/_temp/_github_home /__w/_temp/_github_workflow
 { mkdir -p /github && ln -sfn /__w/_temp/_github_home /github/home && ln -sfn /__w/_temp/_github_workflow /github/workflow; } 2>/dev/null || echo "no /github: read-only root file system?" >&2
 if [ -e /etc/alpine-release ]; then echo alpine; fi`
 
-// putPiece writes piece i of pieces into the pod, verified, and runs the
-// shell script then after it in the same exec when then is set (its
-// stdout is returned); it tries again, from the start of the piece, after
-// a broken stream or a digest mismatch (65), MaxStreamRetries times.
-func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, r *io.SectionReader, i, pieces int, then string) (string, error) {
-	hash := sha256.New()
-	if _, err := io.Copy(hash, io.NewSectionReader(r, 0, r.Size())); err != nil {
-		return "", executor.Errorf("the _work archive: %v", err)
-	}
-	sum := hex.EncodeToString(hash.Sum(nil))
-	dest := fmt.Sprintf("%s/.warmpod-work.%04d", workMount, i)
-	argv := []string{st.Pod.Bin, "job", "put", dest, "--job", st.Job, "--size", strconv.FormatInt(r.Size(), 10), "--sha256", sum, "--mode", "0600"}
+// putPiece writes piece p into the pod, verified, and runs the shell
+// script then after it in the same exec when then is set (its stdout is
+// returned); it tries again, from the start of the piece, after a broken
+// stream or a digest mismatch (65), MaxStreamRetries times.
+func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, p workPiece, then string) (string, error) {
+	size := strconv.Itoa(len(p.data))
+	dest := fmt.Sprintf("%s/.warmpod-work.%04d", workMount, p.i)
+	argv := []string{st.Pod.Bin, "job", "put", dest, "--job", st.Job, "--size", size, "--sha256", p.sum, "--mode", "0600"}
 	if then != "" {
 		argv = []string{"sh", "-c", `"$0" job put "$1" --job "$2" --size "$3" --sha256 "$4" --mode 0600 || exit $?` + "\nshift 4\n" + then,
-			st.Pod.Bin, dest, st.Job, strconv.FormatInt(r.Size(), 10), sum, strconv.Itoa(pieces)}
+			st.Pod.Bin, dest, st.Job, size, p.sum, strconv.Itoa(p.i + 1)}
 	}
 	var last string
 	for attempt := 0; attempt <= h.Cfg.MaxStreamRetries; attempt++ {
 		var out, errb bytes.Buffer
-		code, err := h.Cluster.Exec(ctx, st.Pod, argv, io.NewSectionReader(r, 0, r.Size()), &out, &errb)
+		code, err := h.Cluster.Exec(ctx, st.Pod, argv, bytes.NewReader(p.data), &out, &errb)
 		if err == nil && code == 0 {
 			return out.String(), nil
 		}
@@ -104,20 +194,19 @@ func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, r *
 			return "", executor.Errorf("job put %s in pod %s: exit %d: %s", dest, st.Pod.Name, code, strings.TrimSpace(errb.String()))
 		}
 		if ctx.Err() != nil {
-			return "", executor.Errorf("job put %s: %v", dest, ctx.Err())
+			return "", executor.Errorf("job put %s: %v", dest, context.Cause(ctx))
 		}
 		last = fmt.Sprintf("exit %d %v %s", code, err, strings.TrimSpace(errb.String()))
-		fmt.Fprintf(core.Log, "warmpod: piece %d of _work did not arrive whole (%s): sending it again\n", i, last)
+		fmt.Fprintf(core.Log, "warmpod: piece %d of _work did not arrive whole (%s): sending it again\n", p.i, last)
 	}
 	return "", executor.Errorf("job put %s in pod %s failed %d times: %s", dest, st.Pod.Name, h.Cfg.MaxStreamRetries+1, last)
 }
 
-// writeWorkTar writes the tar archive of work to f from its start (see
-// sendWork for what it holds) and returns its size: regular files,
-// directories and symbolic links, with their modes; anything else (a
-// socket, a device) is skipped.
-func writeWorkTar(f *os.File, work string) (int64, error) {
-	tw := tar.NewWriter(f)
+// writeWorkTar writes the tar archive of work to w (see sendWork for
+// what it holds): regular files, directories and symbolic links, with
+// their modes; anything else (a socket, a device) is skipped.
+func writeWorkTar(w io.Writer, work string) error {
+	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(work, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -136,49 +225,58 @@ func writeWorkTar(f *os.File, work string) (int64, error) {
 		if err != nil {
 			return err
 		}
-		link := ""
-		switch {
-		case info.Mode()&fs.ModeSymlink != 0:
-			if link, err = os.Readlink(path); err != nil {
-				return err
-			}
-		case info.IsDir(), info.Mode().IsRegular():
-		default:
-			return nil
-		}
-		hdr, err := tar.FileInfoHeader(info, link)
-		if err != nil {
-			return err
-		}
-		hdr.Name = filepath.ToSlash(rel)
-		if info.IsDir() {
-			hdr.Name += "/"
-		}
-		// Owned by whoever unpacks it (root in a job container): a tar
-		// run as root restores owners, which needs CAP_CHOWN for any
-		// other uid (the runner's 1001).
-		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		if info.Mode().IsRegular() {
-			src, err := os.Open(path)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(tw, src)
-			src.Close()
-			return err
-		}
-		return nil
+		return writeEntry(tw, path, rel, info)
 	})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	if err := tw.Close(); err != nil {
-		return 0, err
+	return tw.Close()
+}
+
+// writeEntry writes one entry of writeWorkTar: its header, and the
+// content of a regular file.
+func writeEntry(tw *tar.Writer, path, rel string, info fs.FileInfo) error {
+	link := ""
+	switch {
+	case info.Mode()&fs.ModeSymlink != 0:
+		var err error
+		if link, err = os.Readlink(path); err != nil {
+			return err
+		}
+	case info.IsDir(), info.Mode().IsRegular():
+	default:
+		return nil
 	}
-	return f.Seek(0, io.SeekCurrent)
+	hdr, err := tar.FileInfoHeader(info, link)
+	if err != nil {
+		return err
+	}
+	hdr.Name = filepath.ToSlash(rel)
+	if info.IsDir() {
+		hdr.Name += "/"
+	}
+	// Owned by whoever unpacks it (root in a job container): a tar run as
+	// root restores owners, which needs CAP_CHOWN for any other uid (the
+	// runner's 1001).
+	hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+	if err := tw.WriteHeader(hdr); err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return nil
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	// The file's size is in the header: a file that grew or shrank since
+	// is an error of tar.Writer (ErrWriteTooLong) or a short copy here.
+	n, err := io.Copy(tw, src)
+	if err == nil && n != hdr.Size {
+		err = fmt.Errorf("%s changed while it was read (%d of %d bytes)", path, n, hdr.Size)
+	}
+	return err
 }
 
 // keptInTemp: of _work/_temp, only _github_home and _github_workflow go
