@@ -68,6 +68,10 @@ type Core struct {
 	// CancelGrace is the grace period RunStage's cancel gives the stage
 	// (SIGTERM, then SIGKILL after it); 0: the pod's --grace.
 	CancelGrace time.Duration
+	// Shell is the interpreter of RunStage's scripts in the pod, `job
+	// stage --shell` (a path, or a name looked up in the job's PATH);
+	// empty: auto, bash if the image has it (GitLab's scripts need it).
+	Shell string
 	// RBAC names the manifest of the executor's Role, for the error of a
 	// job start that the API server forbids ("deploy/gitlab-rbac.yaml").
 	RBAC string
@@ -113,9 +117,11 @@ type Job struct {
 	// have, and gets them on a cold pod).
 	Cold *pool.Pool
 	// Fit, when set, runs on a claimed warm pod before job start, to make
-	// it what the job asks (an in-place resize). An error releases the
-	// pod (it is deleted) and the job gets a cold pod; it is logged.
-	Fit func(ctx context.Context, pod pool.Pod) error
+	// it what the job asks (an in-place resize); cl reaches the pod
+	// through the job's multiplexer (Core.Attach), whose stream opens
+	// meanwhile. An error releases the pod (it is deleted) and the job
+	// gets a cold pod; it is logged.
+	Fit func(ctx context.Context, cl Cluster, pod pool.Pod) error
 }
 
 // LeaseMargin is added to a job's timeout for warmpod's lease.
@@ -136,15 +142,19 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 	for attempt := 0; attempt < 5; attempt++ {
 		var pod *pool.Pod
 		var err error
+		var cl Cluster
+		release := func(bool) {}
 		if warm {
 			if pod, err = c.Cluster.ClaimWarm(ctx, p, job.Owner, c.WarmWait); err != nil {
 				return pool.Pod{}, &SystemError{Err: err}
 			}
 			if pod != nil && job.Fit != nil {
-				if err := job.Fit(ctx, *pod); err != nil {
+				cl, release = c.attach(*pod)
+				if err := job.Fit(ctx, cl, *pod); err != nil {
 					fmt.Fprintf(c.Log, "warmpod: warm pod %s released: %v: creating a cold pod\n", pod.Name, err)
+					release(false)
 					c.DeletePod(ctx, *pod)
-					pod, warm, released = nil, false, true
+					pod, warm, released, cl = nil, false, true, nil
 				}
 			}
 		}
@@ -171,9 +181,8 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 			}
 			pod = &cold
 		}
-		cl, release := c.Cluster, func(bool) {}
-		if c.Attach != nil {
-			cl, release = c.Attach(*pod)
+		if cl == nil {
+			cl, release = c.attach(*pod)
 		}
 		code, msg, err := c.startJob(ctx, cl, job, *pod)
 		if err == nil && code == 0 {
@@ -196,6 +205,14 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 		fmt.Fprintf(c.Log, "warmpod: pod %s did not take the job (%s): trying another\n", pod.Name, msg)
 	}
 	return pool.Pod{}, Errorf("no pod took the job after 5 tries")
+}
+
+// attach is Attach for pod, or the cluster itself without one.
+func (c *Core) attach(pod pool.Pod) (Cluster, func(ok bool)) {
+	if c.Attach == nil {
+		return c.Cluster, func(bool) {}
+	}
+	return c.Attach(pod)
 }
 
 func (c *Core) startJob(ctx context.Context, cl Cluster, job Job, pod pool.Pod) (int, string, error) {
@@ -251,6 +268,18 @@ func (c *Core) DeletePod(ctx context.Context, p pool.Pod) {
 // died between creating a pod and recording it) are deleted too. End
 // never fails: errors are logged.
 func (c *Core) End(ctx context.Context, pod *pool.Pod, jobID string, owner pool.Owner) {
+	// The job's pods are listed while the job ends: the list does not
+	// depend on it (the job's own pod is told apart by its uid), and the
+	// call then waits for one round trip less.
+	type listed struct {
+		pods []pool.Pod
+		err  error
+	}
+	lc := make(chan listed, 1)
+	go func() {
+		pods, err := c.Cluster.PodsOfJob(ctx, owner)
+		lc <- listed{pods, err}
+	}()
 	if pod != nil && pod.Sidecars > 0 {
 		// A pod with sidecars is deleted at once, with the sidecars' short
 		// grace (pool.SidecarGrace): the kubelet's SIGTERM makes warmpod
@@ -270,12 +299,12 @@ func (c *Core) End(ctx context.Context, pod *pool.Pod, jobID string, owner pool.
 		}
 		c.DeletePod(ctx, *pod)
 	}
-	pods, err := c.Cluster.PodsOfJob(ctx, owner)
-	if err != nil {
-		fmt.Fprintf(c.Log, "warmpod: list pods of job %s: %v\n", jobID, err)
+	l := <-lc
+	if l.err != nil {
+		fmt.Fprintf(c.Log, "warmpod: list pods of job %s: %v\n", jobID, l.err)
 		return
 	}
-	for _, p := range pods {
+	for _, p := range l.pods {
 		if pod == nil || p.UID != pod.UID {
 			c.DeletePod(ctx, p)
 		}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"go.uber.org/goleak"
 
 	"github.com/warmpod/warmpod/executor/pool"
 )
@@ -88,4 +90,39 @@ func TestEnd(t *testing.T) {
 			assert.Equal(t, []string{"p"}, ec.deleted)
 		})
 	}
+}
+
+// gatedEndCluster holds job end until the job's pods are being listed:
+// an End that lists them only after the job ended never ends it.
+type gatedEndCluster struct {
+	endCluster
+	listing chan struct{}
+}
+
+func (g *gatedEndCluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	select {
+	case <-g.listing:
+	case <-time.After(5 * time.Second):
+		return -1, errors.New("the job's pods were not listed beside job end within 5 s")
+	}
+	return g.endCluster.Exec(ctx, p, argv, stdin, stdout, stderr)
+}
+
+func (g *gatedEndCluster) PodsOfJob(context.Context, pool.Owner) ([]pool.Pod, error) {
+	close(g.listing)
+	return []pool.Pod{{Name: "p", UID: "u1"}, {Name: "lost", UID: "u2"}}, nil
+}
+
+// End lists the job's pods while the job ends (one round trip less for
+// the CI system's clean-up), and still deletes the pod and every other
+// pod of the job.
+func TestEndListsWhileTheJobEnds(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	var log strings.Builder
+	gc := &gatedEndCluster{listing: make(chan struct{})}
+	c := &Core{Cluster: gc, Log: &log}
+	c.End(context.Background(), &pool.Pod{Name: "p", UID: "u1", Bin: "/w/warmpod"}, "j1", pool.Owner{Job: "j1"})
+	assert.Empty(t, log.String())
+	assert.Equal(t, []string{"/w/warmpod job end --job j1"}, gc.execs)
+	assert.Equal(t, []string{"p", "lost"}, gc.deleted)
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -26,8 +27,9 @@ import (
 // `warmpod job cancel --stage` in the pod, so the stage's traps run and
 // nothing of it survives, and RunStage still streams the stage to its end.
 // It returns the stage's final status (its ExitCode set). Errors are
-// *SystemError: warmpod refused the stage, or the stream failed more than
-// MaxStreamRetries times.
+// *SystemError: warmpod refused the stage, the stream failed more than
+// MaxStreamRetries times, or the Cluster's Exec returned a *SystemError
+// (an exec that never began: it is not retried).
 func (c *Core) RunStage(ctx context.Context, pod pool.Pod, jobID, name string, script []byte, stdout, stderr io.Writer, cancel <-chan struct{}) (*control.StageStatus, error) {
 	sum := sha256.Sum256(script)
 	digest := hex.EncodeToString(sum[:])
@@ -51,6 +53,9 @@ func (c *Core) RunStage(ctx context.Context, pod pool.Pod, jobID, name string, s
 		errs := &stderrParser{w: stderr}
 		argv := []string{pod.Bin, "job", "stage", "--job", jobID, "--stage", name,
 			"--size", strconv.Itoa(len(script)), "--sha256", digest, "--offset", strconv.FormatInt(out.n, 10)}
+		if c.Shell != "" {
+			argv = append(argv, "--shell", c.Shell)
+		}
 		stdin := newHoldOpen(script)
 		code, err := c.Cluster.Exec(ctx, pod, argv, stdin, out, errs)
 		stdin.close()
@@ -60,6 +65,11 @@ func (c *Core) RunStage(ctx context.Context, pod pool.Pod, jobID, name string, s
 				return nil, Errorf("stage %s: no exit code", name)
 			}
 			return f, nil
+		}
+		if se := (*SystemError)(nil); errors.As(err, &se) {
+			// Not a broken stream: the exec never began (no client could
+			// be set up, say), and asking again gets the same answer.
+			return nil, err
 		}
 		if err == nil && len(errs.lines) > 0 {
 			// The call ran the stage but ended before all its output

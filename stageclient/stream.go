@@ -141,13 +141,19 @@ func (c *copier) run(ctx context.Context, ended <-chan outcome) (control.StageSt
 		tick.Reset(poll)
 		select {
 		case o := <-ended:
+			if o.err != nil && ctx.Err() != nil {
+				// The wait failed because ctx ended (both cases were ready
+				// and select chose this one): the stage was interrupted,
+				// not lost, and must be said as such.
+				return control.StageStatus{}, interrupted(ctx)
+			}
 			if o.err != nil {
 				return control.StageStatus{}, o.err
 			}
 			c.end(o.v)
 		case <-tick.C:
 		case <-ctx.Done():
-			return control.StageStatus{}, fmt.Errorf("interrupted (%v) while the stage runs; it goes on under PID 1", context.Cause(ctx))
+			return control.StageStatus{}, interrupted(ctx)
 		}
 	}
 }
@@ -206,4 +212,10 @@ func or(d, def time.Duration) time.Duration {
 		return d
 	}
 	return def
+}
+
+// interrupted is Copy's error when ctx ends while the stage runs: the
+// stage is not stopped by it (PID 1 owns it), only no longer followed.
+func interrupted(ctx context.Context) error {
+	return fmt.Errorf("interrupted (%v) while the stage runs; it goes on under PID 1", context.Cause(ctx))
 }

@@ -39,12 +39,14 @@ func main() { os.Exit(run(os.Args[1:])) }
 // run is the whole command but for the process exit: flags, then the
 // driver's Config, then the command; it returns the exit code.
 func run(args []string) int {
+	began := time.Now()
 	env := gitlab.EnvFrom(os.Environ())
 	codes := gitlab.ExitCodesFromEnv(env)
 	o, code, done := parseFlags(args)
 	if done {
 		return code
 	}
+	o.began = began
 	if o.cmd == "version" {
 		fmt.Println("warmpod-gitlab", version)
 		return 0
@@ -85,6 +87,7 @@ type options struct {
 	useMux     bool
 	cmd        string   // the first argument after the flags
 	rest       []string // the command's arguments
+	began      time.Time
 }
 
 // parseFlags reads args and the flags' WARMPOD_GITLAB_ variables. done
@@ -161,10 +164,24 @@ func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
 		fmt.Fprintln(os.Stderr, usage)
 		return 2
 	}
+	d.Span("process: flags", o.began)
+	if cmd != "prepare" {
+		// run and cleanup go through the job's multiplexer, which has a
+		// client of its own: theirs is set up only when a call goes
+		// direct (no multiplexer, or it went away). Their multiplexer is
+		// running already, so its argv is never used.
+		d.Cluster = kubeclient.NewLazy(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
+		if o.useMux {
+			d.Mux = muxLauncher(o.kubeconfig, o.namespace, d.Cfg.StateDir)
+		}
+		return jobCall(d, cmd, rest, codes)
+	}
+	t0 := time.Now()
 	kube, err := kubeclient.New(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
 	if err != nil {
 		return gitlab.ExitCode(&gitlab.SystemError{Err: err}, codes, os.Stderr)
 	}
+	d.Span("client set-up", t0)
 	d.Cluster = kube
 	if o.useMux {
 		d.Mux = muxLauncher(o.kubeconfig, kube.Namespace, d.Cfg.StateDir)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,8 +31,9 @@ type Cluster interface {
 	// Pools reads the pool Deployments of the namespace ([pool.Cluster.Pools]).
 	Pools(ctx context.Context) (*pool.Set, error)
 	// Resize changes the pod's build container's cpu and memory in place
-	// and waits until the kubelet has applied it ([pool.Cluster.Resize]).
-	Resize(ctx context.Context, p pool.Pod, res corev1.ResourceRequirements, timeout time.Duration) error
+	// and waits until the kubelet has applied it, asking the pod through
+	// via ([pool.Cluster.Resize]).
+	Resize(ctx context.Context, p pool.Pod, res corev1.ResourceRequirements, timeout time.Duration, via pool.Execer) error
 	// Nodes lists the nodes a template's pods may run on, with what each
 	// can allocate ([pool.Cluster.Nodes]).
 	Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]pool.Node, error)
@@ -88,6 +90,9 @@ type Driver struct {
 	Mux *mux.Launcher
 
 	muxed *mux.Cluster // this call's, for its timings
+
+	spansMu sync.Mutex
+	spans   []Span // this call's steps, for its timings
 }
 
 // SystemError is a failure of the pod, the cluster or a stream: run and
@@ -104,7 +109,7 @@ func (d *Driver) core(job Job, st *state) *executor.Core {
 		cl = d.Mux.Wrap(cl, d.muxKey(job), job.ID, st.Pod, d.Stdout)
 		d.muxed, _ = cl.(*mux.Cluster)
 	}
-	return &executor.Core{Cluster: cl, Log: d.Stdout, WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout,
+	return &executor.Core{Cluster: d.timed(cl), Log: d.Stdout, WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout,
 		LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries, RBAC: "deploy/gitlab-rbac.yaml"}
 }
 
@@ -234,7 +239,10 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	}
 	set := d.Cfg.Pools
 	if set == nil {
-		if set, err = d.Cluster.Pools(ctx); err != nil {
+		t1 := d.Now()
+		set, err = d.Cluster.Pools(ctx)
+		d.Span("read pools", t1)
+		if err != nil {
 			return sysErr("read the pools from the cluster: %v (the driver's account needs get and list on deployments and replicasets: deploy/gitlab-rbac.yaml)", err)
 		}
 		for _, w := range set.Warnings {
@@ -248,14 +256,18 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	if warm && p.Stale() {
 		fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the driver read the pools from the cluster\n", pool.LabelConfig, p.FileHash, p.Hash)
 	}
-	ej := executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job)}
+	vars, err := stagingVariables(d.Env, d.Cfg.BuildsDir)
+	if err != nil {
+		return &SystemError{Err: err}
+	}
+	ej := executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job), Variables: vars}
 	if res != nil {
 		if warm, err = d.fitResources(ctx, &ej, p, warm, res); err != nil {
 			return err
 		}
 	}
 	c := d.core(job, nil)
-	c.Attach = early.Attacher(d.Cluster, job.ID, d.Stdout, d.Stdout)
+	c.Attach = d.timedAttach(early.Attacher(d.Cluster, job.ID, d.Stdout, d.Stdout))
 	pod, err := c.Acquire(ctx, p, warm, ej)
 	if err != nil {
 		return err
@@ -351,7 +363,11 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	if pod != nil {
 		muxPod = *pod
 	}
+	t1 := d.Now()
 	d.Mux.Stop(d.muxKey(job), job.ID, muxPod, d.Stdout)
+	if d.Mux != nil {
+		d.Span("stop the multiplexer", t1)
+	}
 	_ = os.Remove(d.statePath(job))
 	d.timing("cleanup", "", t0, nil)
 	return nil
@@ -394,9 +410,9 @@ func (d *Driver) fitResources(ctx context.Context, ej *executor.Job, p pool.Pool
 	if !inPlace || !warm {
 		return warm, nil
 	}
-	ej.Fit = func(ctx context.Context, pod pool.Pod) error {
+	ej.Fit = func(ctx context.Context, cl executor.Cluster, pod pool.Pod) error {
 		t0 := d.Now()
-		if err := d.Cluster.Resize(ctx, pod, want, d.Cfg.ResizeTimeout); err != nil {
+		if err := d.Cluster.Resize(ctx, pod, want, d.Cfg.ResizeTimeout, cl); err != nil {
 			return fmt.Errorf("resize to %s: %w", describe(want), err)
 		}
 		fmt.Fprintf(d.Stdout, "warmpod: warm pod %s resized in place to %s in %d ms\n", pod.Name, describe(want), d.Now().Sub(t0).Milliseconds())
@@ -421,6 +437,11 @@ func (d *Driver) timing(call, stage string, t0 time.Time, final *control.StageSt
 	if d.muxed != nil {
 		rec["mux_calls"], rec["direct_calls"] = d.muxed.Calls()
 	}
+	d.spansMu.Lock()
+	if len(d.spans) > 0 {
+		rec["spans"] = d.spans
+	}
+	d.spansMu.Unlock()
 	b, _ := json.Marshal(rec)
 	f, err := os.OpenFile(d.Cfg.Timings, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {

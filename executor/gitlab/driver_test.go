@@ -60,7 +60,7 @@ func (f *fakeCluster) Pools(context.Context) (*pool.Set, error) {
 	return f.pools, nil
 }
 
-func (f *fakeCluster) Resize(_ context.Context, p pool.Pod, res corev1.ResourceRequirements, _ time.Duration) error {
+func (f *fakeCluster) Resize(_ context.Context, p pool.Pod, res corev1.ResourceRequirements, _ time.Duration, _ pool.Execer) error {
 	f.mu.Lock()
 	f.resized = append(f.resized, p.Name+" "+describe(res))
 	fn := f.resize

@@ -29,6 +29,9 @@ type Cluster struct {
 	Pod  pool.Pod
 	// Log gets one line when this process falls back to direct exec.
 	Log io.Writer
+	// Accepted, when set, is called when the multiplexer has taken a
+	// call (its Accept came): an instant of a benchmark's timeline.
+	Accepted func()
 
 	off  atomic.Bool // the multiplexer failed mid-call: direct from here on
 	said atomic.Bool
@@ -190,6 +193,9 @@ func (c *Cluster) call(ctx context.Context, argv []string, stdin io.Reader, stdo
 		return 0, fmt.Errorf("%w: it answered with a %s frame", errUnavailable, f.Type)
 	}
 	_ = conn.SetReadDeadline(time.Time{})
+	if c.Accepted != nil {
+		c.Accepted()
+	}
 	if stdin != nil {
 		go func() {
 			buf := make([]byte, muxproto.MaxData)

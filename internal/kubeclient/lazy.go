@@ -1,0 +1,114 @@
+package kubeclient
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/pool"
+)
+
+// Lazy is a *pool.Cluster set up at its first call, not before: a driver
+// call whose work all goes through the job's multiplexer (GitLab's run
+// and cleanup) then loads no kubeconfig and builds no client. Its methods
+// are pool.Cluster's; each returns the set-up's error when there is no
+// client ("kubeconfig: …", as [New]), as an *executor.SystemError: an
+// exec that never began, which the core's RunStage does not retry.
+type Lazy struct {
+	kubeconfig, namespace, userAgent string
+
+	once sync.Once
+	c    *pool.Cluster
+	err  error
+}
+
+// NewLazy returns a Lazy for [New]'s arguments.
+func NewLazy(kubeconfig, namespace, userAgent string) *Lazy {
+	return &Lazy{kubeconfig: kubeconfig, namespace: namespace, userAgent: userAgent}
+}
+
+// Cluster sets up the client (once) and returns it.
+func (l *Lazy) Cluster() (*pool.Cluster, error) {
+	l.once.Do(func() {
+		if l.c, l.err = New(l.kubeconfig, l.namespace, l.userAgent); l.err != nil {
+			l.err = &executor.SystemError{Err: l.err}
+		}
+	})
+	return l.c, l.err
+}
+
+// ClaimWarm is [pool.Cluster.ClaimWarm].
+func (l *Lazy) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error) {
+	c, err := l.Cluster()
+	if err != nil {
+		return nil, err
+	}
+	return c.ClaimWarm(ctx, p, owner, wait)
+}
+
+// CreateCold is [pool.Cluster.CreateCold].
+func (l *Lazy) CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error) {
+	c, err := l.Cluster()
+	if err != nil {
+		return pool.Pod{}, err
+	}
+	return c.CreateCold(ctx, p, owner, why, timeout)
+}
+
+// Exec is [pool.Cluster.Exec]; -1 with the set-up's error.
+func (l *Lazy) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	c, err := l.Cluster()
+	if err != nil {
+		return -1, err
+	}
+	return c.Exec(ctx, p, argv, stdin, stdout, stderr)
+}
+
+// Delete is [pool.Cluster.Delete].
+func (l *Lazy) Delete(ctx context.Context, p pool.Pod) error {
+	c, err := l.Cluster()
+	if err != nil {
+		return err
+	}
+	return c.Delete(ctx, p)
+}
+
+// PodsOfJob is [pool.Cluster.PodsOfJob].
+func (l *Lazy) PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error) {
+	c, err := l.Cluster()
+	if err != nil {
+		return nil, err
+	}
+	return c.PodsOfJob(ctx, owner)
+}
+
+// Pools is [pool.Cluster.Pools].
+func (l *Lazy) Pools(ctx context.Context) (*pool.Set, error) {
+	c, err := l.Cluster()
+	if err != nil {
+		return nil, err
+	}
+	return c.Pools(ctx)
+}
+
+// Resize is [pool.Cluster.Resize].
+func (l *Lazy) Resize(ctx context.Context, p pool.Pod, res corev1.ResourceRequirements, timeout time.Duration, via pool.Execer) error {
+	c, err := l.Cluster()
+	if err != nil {
+		return err
+	}
+	return c.Resize(ctx, p, res, timeout, via)
+}
+
+// Nodes is [pool.Cluster.Nodes].
+func (l *Lazy) Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]pool.Node, error) {
+	c, err := l.Cluster()
+	if err != nil {
+		return nil, err
+	}
+	return c.Nodes(ctx, t)
+}
