@@ -35,6 +35,7 @@ flags (each also as WARMPOD_GITHUB_<NAME>, which is how a runner pod sets them):
 func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
+	began := time.Now() // the start of --timings' timeline
 	fs := flag.NewFlagSet("warmpod-github", flag.ContinueOnError)
 	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments, each warmpod reading the warmpod.dev/config label (docs/guides/github-actions.md); default: read the pool Deployments from the namespace")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
@@ -44,10 +45,12 @@ func run(args []string) int {
 	leaseTTL := fs.Duration("lease-ttl", time.Minute, "the job's lease heartbeat in the pod: a pod whose runner died ends the job within it (0 = none)")
 	retries := fs.Int("stream-retries", 5, "how often a step reattaches after a broken exec stream, and a piece of _work is sent again")
 	cancelGrace := fs.Duration("cancel-grace", 5*time.Second, "SIGTERM → SIGKILL of a cancelled step in the pod (the runner kills the hook 10 s after its SIGINT)")
-	chunk := fs.Int64("chunk-size", 64<<20, "bytes per verified piece of the _work transfer")
+	chunk := fs.Int64("chunk-size", github.DefaultChunkSize, "bytes per verified piece of the _work transfer (up to streams+2 pieces are in memory at once)")
+	streams := fs.Int("streams", github.DefaultStreams, "pieces of the _work transfer sent at once, each on an exec of its own")
 	useMux := fs.Bool("mux", true, "carry each job's steps over one exec stream, through a per-job multiplexer process started by prepare_job (false: one exec per call)")
 	stateDir := fs.String("state-dir", filepath.Join(os.TempDir(), "warmpod-github"), "private directory (0700) of the jobs' multiplexer sockets")
 	timeout := fs.Duration("timeout", 6*time.Hour, "the job's lease in the pod (GitHub ends a job after at most 6 h)")
+	timings := fs.String("timings", "", "append one JSON line of timings per call to this file (benchmarks)")
 	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -80,7 +83,8 @@ func run(args []string) int {
 		return 2
 	}
 	cfg := github.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL, MaxStreamRetries: *retries,
-		CancelGrace: *cancelGrace, ChunkSize: *chunk, Timeout: *timeout}
+		CancelGrace: *cancelGrace, ChunkSize: *chunk, Streams: *streams, Timeout: *timeout}
+	cfg.Timings = *timings
 	if *pools != "" {
 		set, err := pool.Load(*pools)
 		if err != nil {
@@ -101,7 +105,7 @@ func run(args []string) int {
 	connect := func() (github.Cluster, error) {
 		return kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
 	}
-	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr}
+	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Began: began}
 	if exe, err := os.Executable(); err == nil && *useMux {
 		h.Mux = &mux.Launcher{Argv: []string{exe, "--kubeconfig", *kubeconfig, "--namespace", *namespace},
 			Env: mux.Env(os.Environ(), "WARMPOD_GITHUB_"), Dir: *stateDir, LeaseTTL: *leaseTTL}

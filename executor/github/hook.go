@@ -46,11 +46,18 @@ type Config struct {
 	// and the hook still streams the end and exits before that.
 	CancelGrace time.Duration
 	// ChunkSize is the size of each verified piece of the _work transfer
-	// (a broken stream resends one piece, not the whole).
+	// (a broken stream resends one piece, not the whole), in bytes; 0:
+	// DefaultChunkSize. Streams is how many pieces go at once, each on
+	// an exec of its own; 0: DefaultStreams. The transfer holds up to
+	// Streams+2 pieces in memory.
 	ChunkSize int64
+	Streams   int
 	// Timeout is the job's lease in the pod (the Actions service enforces
 	// the job's timeout-minutes itself; default 6 h, its maximum).
 	Timeout time.Duration
+	// Timings, when set, is a file that gets one JSON line per call with
+	// its timeline (callTrace: the benchmark's instrument).
+	Timings string
 }
 
 // State is what prepare_job answers as the hook's state, and what every
@@ -81,6 +88,11 @@ type Hook struct {
 	// commands' execs through it, and stops it at cleanup_job (package
 	// mux); nil: every command execs directly.
 	Mux *mux.Launcher
+	// Began is when the process's main began (Cfg.Timings; zero: when
+	// Run began).
+	Began time.Time
+
+	trace *callTrace // nil without Cfg.Timings
 }
 
 // debugWriter turns each line written to it into a ::debug:: workflow
@@ -121,6 +133,10 @@ func (h *Hook) core(st *State) *executor.Core {
 	var cl executor.Cluster = h.Cluster
 	if st != nil {
 		cl = h.Mux.Wrap(cl, muxKey(st), st.Job, st.Pod, debugWriter{h.Stdout})
+		if mc, ok := cl.(*mux.Cluster); ok && h.trace != nil {
+			mc.Accepted = h.trace.accept
+			h.trace.via(mc)
+		}
 	}
 	return &executor.Core{Cluster: cl, Log: debugWriter{h.Stdout}, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
 		LeaseTTL: h.Cfg.LeaseTTL, MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace,
@@ -168,7 +184,16 @@ func (e *StepError) Error() string { return fmt.Sprintf("the step exited with %d
 // status: 0, the step's own status for run_script_step, 1 for anything
 // else that failed (the error printed as an ::error:: line on stderr).
 func (h *Hook) Run(ctx context.Context, stdin io.Reader, cancel <-chan struct{}) int {
-	err := h.run(ctx, stdin, cancel)
+	if h.Cfg.Timings != "" {
+		h.trace = newTrace(h.Began)
+	}
+	code := h.status(h.run(ctx, stdin, cancel))
+	h.trace.write(h.Cfg.Timings, code)
+	return code
+}
+
+// status is the hook's exit status for run's error (printing it).
+func (h *Hook) status(err error) int {
 	var se *StepError
 	switch {
 	case err == nil:
@@ -197,10 +222,9 @@ func (h *Hook) run(ctx context.Context, stdin io.Reader, cancel <-chan struct{})
 	default:
 		return fmt.Errorf("%w: unknown command %q", ErrInput, in.Command)
 	}
-	if h.Cluster == nil && h.Connect != nil {
-		if h.Cluster, err = h.Connect(); err != nil {
-			return err
-		}
+	h.trace.input(in.Command)
+	if err := h.connect(in.Command); err != nil {
+		return err
 	}
 	var resp *Response
 	switch in.Command {
@@ -237,6 +261,27 @@ func (h *Hook) run(ctx context.Context, stdin io.Reader, cancel <-chan struct{})
 		}
 	}
 	return err
+}
+
+// connect sets up Cluster for command: at once, or for a step that the
+// job's multiplexer serves, at its first use (lazyCluster), which is
+// never when every exec of the step goes through the multiplexer.
+func (h *Hook) connect(command string) error {
+	if h.Cluster != nil || h.Connect == nil {
+		return nil
+	}
+	if command == CmdRunScriptStep && h.Mux != nil {
+		h.Cluster = &lazyCluster{connect: h.Connect, trace: h.trace}
+		return nil
+	}
+	t0 := time.Now()
+	cl, err := h.Connect()
+	h.trace.client(time.Since(t0))
+	if err != nil {
+		return err
+	}
+	h.Cluster = cl
+	return nil
 }
 
 func unmarshalArgs(raw json.RawMessage, v any) error {

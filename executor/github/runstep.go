@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,7 +79,15 @@ func (h *Hook) runScriptStep(ctx context.Context, st *State, args ScriptStepArgs
 	tap := &fileTap{w: h.Stdout, marker: []byte(fileMarker())}
 	var script bytes.Buffer
 	writeStepScript(&script, files, args.EnvironmentVariables, args.PrependPath, args.WorkingDirectory, append([]string{args.EntryPoint}, args.EntryPointArgs...), back, string(tap.marker))
-	final, runErr := h.core(st).RunStage(ctx, st.Pod, st.Job, stageName(), script.Bytes(), tap, debugWriter{h.Stdout}, cancel)
+	core := h.core(st)
+	// The stage script is POSIX sh, so sh runs it rather than bash (auto):
+	// a shell and a subshell cheaper to start on every step. The job's
+	// container has an sh: prepare_job's _work unpack runs one, and so
+	// does every step of the runner's default shell.
+	core.Shell = "sh"
+	h.trace.stage()
+	final, runErr := core.RunStage(ctx, st.Pod, st.Job, stageName(), script.Bytes(), tap, debugWriter{h.Stdout}, cancel)
+	h.trace.final(final)
 	clear(script.Bytes()) // it holds the step's secrets
 	tap.flush()
 	// The file commands come back whatever the step did: the runner
@@ -186,12 +196,20 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	// once the shell has it open, so no later step reads them.
 	w.WriteString("rm -f -- \"$0\"\n")
 	paths := make([]string, 0, len(files))
+	dirs := map[string]bool{}
 	for p := range files {
 		paths = append(paths, p)
+		dirs[filepath.Dir(p)] = true
 	}
 	sort.Strings(paths)
+	// Each directory once, and mkdir (a process) only when it is not
+	// there: after a job's first step they all are, and every process the
+	// wrapper starts is a step's overhead.
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		fmt.Fprintf(w, "[ -d %[1]s ] || mkdir -p %[1]s || exit 1\n", jobspec.Quote(d))
+	}
 	for _, p := range paths {
-		fmt.Fprintf(w, "mkdir -p %s && printf '%%s' %s > %s || exit 1\n", jobspec.Quote(filepath.Dir(p)), jobspec.Quote(string(files[p])), jobspec.Quote(p))
+		fmt.Fprintf(w, "printf '%%s' %s > %s || exit 1\n", jobspec.Quote(string(files[p])), jobspec.Quote(p))
 	}
 	// The step runs in a subshell when the file commands come back after
 	// it: its environment (PATH, IFS) must not steer the commands that
@@ -237,7 +255,9 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	for _, p := range back {
 		w.WriteString(" " + jobspec.Quote(p))
 	}
-	w.WriteString("; do if [ -f \"$f\" ]; then wc -c < \"$f\"; cat \"$f\"; else echo -1; fi; done\n")
+	// An empty file (most file commands of most steps) is said with the
+	// shell's builtins: wc and cat are two processes per file.
+	w.WriteString("; do if [ -f \"$f\" ]; then if [ -s \"$f\" ]; then wc -c < \"$f\"; cat \"$f\"; else echo 0; fi; else echo -1; fi; done\n")
 	w.WriteString("exit \"$rc\"\n")
 }
 

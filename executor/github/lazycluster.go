@@ -1,0 +1,87 @@
+package github
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/pool"
+)
+
+// lazyCluster is a Cluster whose client is set up at its first use. A
+// step whose execs all go through the job's multiplexer never uses it:
+// the multiplexer set up its own client at prepare_job and keeps it for
+// the job, so a step that set up another would only repeat that work
+// (reading the kubeconfig, building the clientset). A set-up that fails
+// is a *SystemError of every call: an exec that never began, which
+// RunStage does not retry.
+type lazyCluster struct {
+	connect func() (Cluster, error)
+	trace   *callTrace
+
+	once sync.Once
+	cl   Cluster
+	err  error
+}
+
+func (l *lazyCluster) get() (Cluster, error) {
+	l.once.Do(func() {
+		t0 := time.Now()
+		l.cl, l.err = l.connect()
+		l.trace.client(time.Since(t0))
+		if l.err != nil {
+			l.err = &executor.SystemError{Err: l.err}
+		}
+	})
+	return l.cl, l.err
+}
+
+func (l *lazyCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error) {
+	cl, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return cl.ClaimWarm(ctx, p, owner, wait)
+}
+
+func (l *lazyCluster) CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error) {
+	cl, err := l.get()
+	if err != nil {
+		return pool.Pod{}, err
+	}
+	return cl.CreateCold(ctx, p, owner, why, timeout)
+}
+
+func (l *lazyCluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	cl, err := l.get()
+	if err != nil {
+		return -1, err
+	}
+	return cl.Exec(ctx, p, argv, stdin, stdout, stderr)
+}
+
+func (l *lazyCluster) Delete(ctx context.Context, p pool.Pod) error {
+	cl, err := l.get()
+	if err != nil {
+		return err
+	}
+	return cl.Delete(ctx, p)
+}
+
+func (l *lazyCluster) PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error) {
+	cl, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return cl.PodsOfJob(ctx, owner)
+}
+
+func (l *lazyCluster) Pools(ctx context.Context) (*pool.Set, error) {
+	cl, err := l.get()
+	if err != nil {
+		return nil, err
+	}
+	return cl.Pools(ctx)
+}
