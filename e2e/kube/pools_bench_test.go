@@ -13,7 +13,8 @@ package kubee2e
 //     no controller;
 //   - warmpod-pools: the controller (package pools) running in this
 //     process on the admin clientset, without leader election, with a
-//     policy per pool (pbPolicies) and the namespace's budget (pbBudget).
+//     policy per pool (pbDayPolicies, replayed by pbSchedule) and the
+//     namespace's budget (pbBudget).
 //
 // Each job goes through the drivers' claim path (executor/pool, as
 // executor.Core.Acquire calls it): read the pools from the cluster,
@@ -79,26 +80,6 @@ const pbFixedReplicas = 2
 
 // pbCompression is the trace's: one second of replay is 150 s of the day.
 const pbCompression = 150
-
-// pbPolicies are the pools' warmpod.dev/policy in the trace's compressed
-// scale (a day's hour is 24 s). One period each, always active: a cron
-// period has a resolution of one minute, 2.5 hours of the compressed day,
-// so the benchmark cannot show schedules; it measures sizing by demand,
-// idle_time and the budget. idle_count 0: the pools scale to zero at
-// night. idle_time is what a user who wants a pool warm through the
-// working day and empty at night would pick: about three of the pool's
-// mean gaps between jobs at its peak rate (so a gap that long is rare by
-// day, ~5 %), 22.5, 45 and 90 minutes of the day.
-var pbPolicies = map[string]string{
-	"alpine": "- idle_count: 0\n  idle_time: 9s\n",
-	"golang": "- idle_count: 0\n  idle_time: 18s\n",
-	"node":   "- idle_count: 0\n  idle_time: 36s\n",
-}
-
-// pbBudget is the namespace's idle budget: twice the fixed pools' 6 idle
-// pods, so demand may borrow above the fixed setup's total, never without
-// bound.
-var pbBudget = sizing.Budget{Pods: 12}
 
 // pbResync is the controller's --resync: its default 10 s is 25 minutes
 // of the compressed day, as long as a pool's whole idle_time; 1 s keeps
@@ -200,10 +181,10 @@ func (tr pbTrace) window(t *testing.T, spec string) pbTrace {
 // pools are the pools of the whole trace (also those a window has no job of).
 func (tr pbTrace) pools() []string { return pbPoolNames() }
 
-// pbPoolNames are the pools, sorted: those pbPolicies has a policy for.
+// pbPoolNames are the pools, sorted: those pbDayPolicies has a policy for.
 func pbPoolNames() []string {
 	var out []string
-	for n := range pbPolicies {
+	for n := range pbDayPolicies {
 		out = append(out, n)
 	}
 	sort.Strings(out)
@@ -286,6 +267,10 @@ type pbRun struct {
 	statuses map[string]pools.Status
 	logFile  string
 	t0       time.Time
+	// sched is the policy changes the harness wrote (warmpod-pools), and
+	// schedLate how late each was written.
+	sched     []pbPolicyChange
+	schedLate []time.Duration
 }
 
 func (r *pbRun) summary() string {
@@ -358,10 +343,11 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace) *pbRun {
 	cs := pbClientset(t, rc, 50, 100)
 	ctx, cancel := context.WithTimeout(context.Background(), tr.horizon+10*time.Minute)
 	defer cancel()
+	sched := pbSchedule(t, tr.horizon)
 	for _, name := range tr.pools() {
 		policy := ""
 		if md.controller {
-			policy = pbPolicies[name]
+			policy = pbInitialPolicy(sched, name)
 		}
 		_, err := cs.AppsV1().Deployments(ns).Create(ctx, pbPoolDeployment(t, name, md.replicas, policy), metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -408,6 +394,9 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace) *pbRun {
 	if md.controller {
 		run.logFile = filepath.Join(os.TempDir(), "warmpod-pools-bench-"+ns+".log")
 		stopController = pbStartController(t, rc, ns, run)
+		sctx, stop := context.WithCancel(ctx)
+		late, wait := pbApplySchedule(sctx, t, cs, ns, t0, sched)
+		defer func() { stop(); wait(); run.sched, run.schedLate = sched, late }()
 	}
 
 	results := make([]pbResult, len(tr.jobs))
@@ -1140,22 +1129,30 @@ func pbWriteController(w func(string, ...any), runs []*pbRun) {
 	}
 	w("## warmpod-pools: the policy and what it did\n\n")
 	w("The controller ran in the test process (`pools.New` on the admin kubeconfig at warmpod-pools' default client limits, 20 QPS, burst 40, then `Run`), **without leader election** (one replica), its Events recorded in the namespace as the command records them. ")
-	w("Budget: %d idle pods for the namespace (`--budget-pods %d`: twice the fixed pools' %d, so demand may borrow above the fixed setup). ", pbBudget.Pods, pbBudget.Pods, 3*pbFixedReplicas)
-	w("`--resync %s` (the default 10 s is 25 minutes of the compressed day, as long as a pool's idle_time). ", pbResync)
-	w("Policies (`warmpod.dev/policy`, in the compressed scale): one period each, always active, since a cron period's resolution, one minute, is 2.5 hours of this day: schedules are not part of the benchmark. idle_count 0, so the pools scale to zero at night; idle_time about three mean gaps between the pool's jobs at its peak, so that the pool stays warm through the working day.\n\n")
-	w("| pool | policy | idle_time in the day's time | scale changes (direction reason: count) | last status: reason, measured pod start |\n|---|---|---|---|---|\n")
+	w("Budget: %d idle pods for the namespace (`--budget-pods %d`: what the policies' largest moment needs, golang's pipeline period and the other pools' day, and one more). ", pbBudget.Pods, pbBudget.Pods)
+	w("`--resync %s` (the default 10 s is 25 minutes of the compressed day, as long as a pool's idle_time).\n\n", pbResync)
+	w("The policies, as written for the real day (`warmpod.dev/policy`, UTC; the trace's Monday is %s):\n\n", pbMonday.Format("2006-01-02"))
 	for _, n := range pbPoolNames() {
-		day := "?"
-		if pol, err := sizing.Parse(pbPolicies[n]); err == nil && len(pol) > 0 {
-			day = (pol[0].IdleTime * pbCompression).String()
+		w("- %s: `%s`\n", n, strings.ReplaceAll(strings.TrimSpace(pbDayPolicies[n]), "\n", " "))
+	}
+	w("\nA cron period's resolution, one minute, is 2.5 hours of this compressed day, and the controller reads its policy on the wall clock, so the harness plays the schedule: it evaluates each policy (`sizing.Policy.Active`) at the day time of each 100 ms of replay and, when a pool's active period changes, writes that period alone, its durations divided by %d, as the pool's policy; the controller sees the change and decides again. The writes of this run:\n\n", pbCompression)
+	w("| replay s | day | pool | period | policy written | written late by |\n|---|---|---|---|---|---|\n")
+	for i, c := range ctl.sched {
+		late := "(initial)"
+		if c.at > 0 && i < len(ctl.schedLate) {
+			late = fmt.Sprintf("%.0f ms", float64(ctl.schedLate[i])/float64(time.Millisecond))
 		}
+		w("| %.1f | %s | %s | %d | `%s` | %s |\n", c.at.Seconds(), pbDayTime(c.at).Format("Mon 15:04"), c.pool, c.period, strings.ReplaceAll(strings.TrimSpace(c.text), "\n", " "), late)
+	}
+	w("\n| pool | scale changes (direction reason: count) | last status: reason, measured pod start |\n|---|---|---|\n")
+	for _, n := range pbPoolNames() {
 		var ch []string
 		for k, v := range ctl.scale[n] {
 			ch = append(ch, fmt.Sprintf("%s: %.0f", k, v))
 		}
 		sort.Strings(ch)
 		st := ctl.statuses[n]
-		w("| %s | `%s` | %s | %s | %s, %.1f s |\n", n, strings.ReplaceAll(strings.TrimSpace(pbPolicies[n]), "\n", " "), day, strings.Join(ch, ", "), st.Reason, st.PodStart)
+		w("| %s | %s | %s, %.1f s |\n", n, strings.Join(ch, ", "), st.Reason, st.PodStart)
 	}
 	w("\n")
 }
