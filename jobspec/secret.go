@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"unicode/utf16"
-	"unicode/utf8"
+
+	"github.com/warmpod/warmpod/internal/jsondec"
 )
 
 // redacted is what every printing and encoding path shows instead of a
@@ -114,8 +114,7 @@ func unquoteJSON(q []byte) (out []byte, ok bool) {
 		return nil, false
 	}
 	for i := 0; i < len(in); {
-		c := in[i]
-		switch {
+		switch c := in[i]; {
 		case c == '"' || c < 0x20:
 			// An unescaped quote ends the string early; raw control
 			// characters are not allowed in a JSON string.
@@ -123,73 +122,16 @@ func unquoteJSON(q []byte) (out []byte, ok bool) {
 		case c != '\\':
 			out = append(out, c)
 			i++
-			continue
-		}
-		if i+1 >= len(in) {
-			return fail()
-		}
-		switch in[i+1] {
-		case '"', '\\', '/':
-			out = append(out, in[i+1])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := hex4(in[i+2:])
-			if !ok {
+		default:
+			// jsondec's escapes are encoding/json's, and each decodes to
+			// fewer bytes than it takes: out never grows, so no copy of
+			// the secret is left in a dropped array.
+			n := 0
+			if out, n, ok = jsondec.Unescape(out, in[i:]); !ok {
 				return fail()
 			}
-			i += 6
-			if utf16.IsSurrogate(r) {
-				// Same rule as encoding/json: a surrogate pair
-				// decodes to one rune, anything else to U+FFFD
-				// (and the next escape is decoded on its own).
-				dec := utf8.RuneError
-				if i+1 < len(in) && in[i] == '\\' && in[i+1] == 'u' {
-					if r2, ok := hex4(in[i+2:]); ok {
-						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-							dec = d
-							i += 6
-						}
-					}
-				}
-				r = dec
-			}
-			out = utf8.AppendRune(out, r)
-			continue
-		default:
-			return fail()
+			i += n
 		}
-		i += 2
 	}
 	return out, true
-}
-
-// hex4 decodes the four hex digits at the start of b.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			c = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }

@@ -313,8 +313,16 @@ func unquote(q []byte) (string, bool) {
 	return string(out), true
 }
 
-// unescape appends the escape sequence at the start of in (in[0] is a
-// backslash) to out; n is how many bytes of in it took.
+// Unescape appends the JSON escape sequence at the start of in (in[0] is a
+// backslash) to out, decoded as encoding/json does (a UTF-16 surrogate
+// pair to one rune, any other surrogate escape to U+FFFD); n is how many
+// bytes of in it took, ok is false if in does not start with an escape. It
+// appends fewer bytes than it takes, so an out with room for the whole
+// string never grows: jobspec's Secret relies on that to leave no copy of a
+// secret behind.
+func Unescape(out, in []byte) (_ []byte, n int, ok bool) { return unescape(out, in) }
+
+// unescape is Unescape.
 func unescape(out, in []byte) (_ []byte, n int, ok bool) {
 	if len(in) < 2 {
 		return out, 0, false

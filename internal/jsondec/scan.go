@@ -72,8 +72,38 @@ func valueEnd(b []byte, i int) int {
 	}
 }
 
+// SkipSpace returns the index of the first byte at or after i of b that is
+// not JSON whitespace (len(b) if there is none).
+func SkipSpace(b []byte, i int) int { return skipSpace(b, i) }
+
+// Members calls fn with the decoded name and the raw value (a sub-slice of
+// obj, without surrounding whitespace) of each member of the JSON object
+// obj, in input order, until fn fails. obj may have whitespace around it;
+// anything after its closing brace is not looked at. It returns fn's error,
+// or an error of its own if obj is not a well-formed object: it never
+// panics, whatever obj holds. jobspec walks the job spec with it, so that
+// secret values are never copied into buffers it cannot wipe.
+func Members(obj []byte, fn func(key string, val []byte) error) error {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return errMalformed
+	}
+	return members(obj[i:], fn)
+}
+
+// Elements calls fn with the raw value of each element of the JSON array
+// arr, in order, until fn fails; the rest is as for Members.
+func Elements(arr []byte, fn func(val []byte) error) error {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return errMalformed
+	}
+	return elements(arr[i:], fn)
+}
+
 // members calls fn with the decoded name and the raw value of each member
-// of the JSON object obj, in input order, until fn fails.
+// of the JSON object obj (obj[0] is its '{'), in input order, until fn
+// fails.
 func members(obj []byte, fn func(key string, val []byte) error) error {
 	i := skipSpace(obj, 1)
 	if i < len(obj) && obj[i] == '}' {
@@ -110,7 +140,7 @@ func members(obj []byte, fn func(key string, val []byte) error) error {
 }
 
 // elements calls fn with the raw value of each element of the JSON array
-// arr, in order, until fn fails.
+// arr (arr[0] is its '['), in order, until fn fails.
 func elements(arr []byte, fn func(val []byte) error) error {
 	i := skipSpace(arr, 1)
 	if i < len(arr) && arr[i] == ']' {
