@@ -136,14 +136,19 @@ gitlab-helper: ## build GitLab Runner's helper binary (gitlab-runner-helper) of 
 
 # The helper image is laid out as GitLab's helper images are
 # (/usr/bin/gitlab-runner-helper and a shell's cp), so the pool template's
-# init container is the same here and in deploy/pool.yaml.
-image-gitlab-helper: gitlab-helper ## OCI image (busybox-static + gitlab-runner-helper) → bin/gitlab-helper-image.tar
+# init container is the same here and in deploy/pool.yaml. It also holds
+# warmpod at /usr/local/bin/warmpod, as the guide's one-init-container
+# image does (FROM GitLab's helper image, warmpod copied in): a cold pod
+# whose one init container installs both starts about a second sooner
+# (bench/cold-pod-timeline.md), and bench/cold-one-init-pool.yaml uses it.
+image-gitlab-helper: gitlab-helper build ## OCI image (busybox-static + gitlab-runner-helper + warmpod) → bin/gitlab-helper-image.tar
 	@test -x $(BUSYBOX) || { echo "image-gitlab-helper: $(BUSYBOX) missing (apt-get install busybox-static)"; exit 1; }
 	rm -rf $(IMAGE_ROOT)-helper
-	mkdir -p $(IMAGE_ROOT)-helper/bin $(IMAGE_ROOT)-helper/usr/bin $(IMAGE_ROOT)-helper/tmp
+	mkdir -p $(IMAGE_ROOT)-helper/bin $(IMAGE_ROOT)-helper/usr/bin $(IMAGE_ROOT)-helper/usr/local/bin $(IMAGE_ROOT)-helper/tmp
 	install -m 0755 $(BUSYBOX) $(IMAGE_ROOT)-helper/bin/busybox
 	for a in sh cp; do ln -sf busybox $(IMAGE_ROOT)-helper/bin/$$a; done
 	install -m 0755 $(GLR_BIN)/gitlab-runner-helper $(IMAGE_ROOT)-helper/usr/bin/gitlab-runner-helper
+	install -m 0755 $(BIN) $(IMAGE_ROOT)-helper/usr/local/bin/warmpod
 	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT)-helper $(HELPER_IMAGE) $(HELPER_TAR) '["/usr/bin/gitlab-runner-helper"]'
 	rm -rf $(IMAGE_ROOT)-helper
 
@@ -249,6 +254,32 @@ bench-k8s-anchor: build image-tar ## the same GitLab jobs through the stock Kube
 	WARMPOD_DIR=$(CURDIR) WARMPOD_GITLAB_BIN=$(CURDIR)/scripts/anchor-driver.sh VARIANTS="k8s warm" N=$${N:-10} \
 	  BENCH_OUT=$$out DELETE_NS=1 $(GLR_DIR)/bench-k8s-vs-driver.sh; \
 	cp $$out/results.md bench/gitlab-vs-k8s.md; echo "→ bench/gitlab-vs-k8s.md"
+
+# Issue 30's cold-pod row: the same jobs, but the pool scaled to 0 (WARM_REPLICAS=0) so that every
+# warmpod-gitlab job creates a cold pod from the pool's template, against the stock executor in the
+# same run; twice: with deploy/kube-e2e/pool.yaml (two init containers: warmpod, then GitLab's
+# helper) and with bench/cold-one-init-pool.yaml (the same pool, one init container installing both).
+# The shared script names its columns "warm" and reads the pool from $$WARMPOD_DIR/deploy/kube-e2e:
+# here the columns are cold pods, the files say so, and the second run's WARMPOD_DIR is a copy of
+# deploy/ with the one-init pool in place.
+.PHONY: bench-k8s-anchor-cold
+bench-k8s-anchor-cold: build image-tar image-gitlab-helper ## GitLab jobs through the stock Kubernetes executor and through warmpod-gitlab with no idle pod (a cold pod each; two init containers, then one), in one run each → bench/gitlab-cold-vs-k8s.md
+	@set -e; \
+	if [ -z "$$KUBECONFIG" ]; then \
+	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
+	fi; \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
+	ctr --address $(CTR_SOCK) -n k8s.io images import $(HELPER_TAR); \
+	command -v bash-static >/dev/null || apt-get install -y bash-static; \
+	GLR_K8S=1 $(GLR_DIR)/build.sh; $(GLR_DIR)/helper-image.sh; \
+	one=$$(mktemp -d); cp -r deploy $$one/; cp bench/cold-one-init-pool.yaml $$one/deploy/kube-e2e/pool.yaml; \
+	out=bench/gitlab-cold-vs-k8s.md; : > $$out; \
+	for layout in "two $(CURDIR)" "one $$one"; do set -- $$layout; res=$$(mktemp -d); \
+	  WARMPOD_DIR=$$2 WARMPOD_GITLAB_BIN=$(CURDIR)/scripts/anchor-driver.sh VARIANTS="k8s warm" N=$${N:-10} \
+	    WARM_REPLICAS=0 NS_K8S=glr-bench-k8s-$$1 NS_WARM=glr-bench-cold-$$1 BENCH_OUT=$$res DELETE_NS=1 $(GLR_DIR)/bench-k8s-vs-driver.sh; \
+	  { echo "<!-- make bench-k8s-anchor-cold, $$1 init container(s): the pool at 0 replicas, so every warmpod-gitlab job ran on a cold pod; the columns say cold where the shared script says warm -->"; \
+	    sed "s/\bwarm\b/cold/g; 1s/\$$/: cold pods, $$1 init container(s)/" $$res/results.md; echo; } >> $$out; \
+	done; rm -rf $$one; echo "→ $$out"
 
 # ---- stress and fuzzing (issue 10): figures in bench/stress.md ----
 .PHONY: stress fuzz

@@ -86,7 +86,8 @@ func TestParseRefuses(t *testing.T) {
 	}
 }
 
-// The pool manifests in deploy/, GitLab's and GitHub's, are pools the
+// The pool manifests in deploy/, GitLab's and GitHub's, and the bench's
+// one-init-container variant of kube-e2e's, are pools the
 // drivers read from the cluster: warmpod reads pod-template-hash, and no
 // hash is written by hand.
 func TestDeployPoolsNeedNoHash(t *testing.T) {
@@ -98,6 +99,7 @@ func TestDeployPoolsNeedNoHash(t *testing.T) {
 	}{
 		{"deploy/pool.yaml", 1, true},
 		{"deploy/kube-e2e/pool.yaml", 1, true},
+		{"bench/cold-one-init-pool.yaml", 1, true}, // make bench-k8s-anchor-cold's one-init layout
 		{"deploy/github-pool.yaml", 2, false},
 		{"deploy/kube-e2e/github-pool.yaml", 2, false},
 	} {
