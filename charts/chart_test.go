@@ -86,13 +86,15 @@ func TestLint(t *testing.T) {
 	}
 }
 
-// The rendered manifests, byte for byte: the default values and a values
-// file with two pools (GitLab and GitHub), services and a policy. Each
+// The rendered manifests, byte for byte: the default values, a values
+// file with two pools (GitLab and GitHub), services and a policy, and a
+// GitLab pool whose helper image also holds warmpod (one init container). Each
 // rendered document is also valid YAML of a Kubernetes object.
 func TestTemplateGolden(t *testing.T) {
 	for _, tc := range []struct{ name, values string }{
 		{"default", ""},
 		{"two-pools", "testdata/two-pools.yaml"},
+		{"one-init", "testdata/one-init.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := []string{"template", "ci", "warmpod", "--namespace", "ci"}
