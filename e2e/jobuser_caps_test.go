@@ -45,8 +45,8 @@ mkdir /run/warmpod/jobs/u2 && echo squat
 	assert.Equal(t, "1000\n1000\nx\ntmp-ok\nbuild-ok\nsquat\n", r.Stdout, "the stage ran as the job user, its file variable and TMPDIR usable")
 	protoEnd(t, w)
 
-	left, _, _ := w.Exec(t, "", "ls", "-A", "/run/warmpod/jobs", "/home/user")
-	assert.Equal(t, "/home/user:\n\n/run/warmpod/jobs:\nu2\n", left, "the job's directory and the cleanup path's contents are gone")
+	left, _, _ := w.Exec(t, "", "ls", "-A", "/run/warmpod/jobs", "/home/user", "/tmp")
+	assert.Equal(t, "/home/user:\n\n/run/warmpod/jobs:\nu2\n\n/tmp:\n", left, "the job's directory, its TMPDIR in the sticky /tmp and the cleanup path's contents are gone")
 
 	protoStart(t, w, protoSpec{ID: "u2", Token: "tok-" + randHex(8), Timeout: "1h",
 		Variables: []jobVar{{Key: "CFG", Value: "y", File: true}}})
@@ -56,7 +56,7 @@ mkdir /run/warmpod/jobs/u2 && echo squat
 	protoEnd(t, w)
 	left, _, _ = w.Exec(t, "", "ls", "-A", "/run/warmpod/jobs")
 	assert.Empty(t, strings.TrimSpace(left))
-	for _, bad := range []string{"cannot remove job directory", "cleanup paths not fully wiped", "cannot prepare directory", "job start failed"} {
+	for _, bad := range []string{"cannot remove job directory", "cannot remove the job's TMPDIR", "cleanup paths not fully wiped", "cannot prepare directory", "job start failed"} {
 		assert.NotContains(t, w.Stderr(), bad)
 	}
 }

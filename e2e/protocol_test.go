@@ -271,11 +271,14 @@ func TestProtocolJobIsolation(t *testing.T) {
 	require.Len(t, paths, 2, r.String())
 	fileVar, tmpDir := paths[0], paths[1]
 	assert.Equal(t, "/run/warmpod/jobs/job1/SECRET_FILE", fileVar)
-	assert.Equal(t, "/run/warmpod/jobs/job1/tmp", tmpDir)
-	out, _, code := w.Exec(t, "", "sh", "-c", `stat -c '%a %n' /run/warmpod/jobs/job1 "$1" && cat "$2/job1-file"`, "sh", fileVar, tmpDir)
+	// TMPDIR is on the container's disk (/tmp), not the memory volume of
+	// the file variables: a fresh directory per job.
+	assert.Regexp(t, `^/tmp/warmpod-job-job1-[0-9]+$`, tmpDir)
+	out, _, code := w.Exec(t, "", "sh", "-c", `stat -c '%a %n' /run/warmpod/jobs/job1 "$1" "$2" && cat "$2/job1-file"`, "sh", fileVar, tmpDir)
 	require.Equal(t, 0, code, out)
 	assert.Contains(t, out, "700 /run/warmpod/jobs/job1\n", "job dir mode")
 	assert.Contains(t, out, "400 "+fileVar+"\n", "file variable mode")
+	assert.Contains(t, out, "700 "+tmpDir+"\n", "TMPDIR mode")
 	assert.Contains(t, out, "job1-data")
 
 	waitProc(t, w.Container, "sleep 1000")
@@ -295,8 +298,9 @@ func TestProtocolJobIsolation(t *testing.T) {
 		_, _, code := w.Exec(t, "", "test", "-e", p)
 		assert.NotEqual(t, 0, code, "%s still exists in job 2", p)
 	}
-	r = w.JobRun(t, "sh", "-c", `echo "$TMPDIR"; ls -A "$TMPDIR"`)
-	assert.Equal(t, "/run/warmpod/jobs/job2/tmp\n", r.Stdout, "job 2's TMPDIR must be its own and empty: %s", r)
+	r = w.JobRun(t, "sh", "-c", `echo "$TMPDIR"; ls -A "$TMPDIR"; ls -A /tmp`)
+	assert.Regexp(t, `^(/tmp/warmpod-job-job2-[0-9]+)\n(warmpod-job-job2-[0-9]+)\n$`, r.Stdout,
+		"job 2's TMPDIR must be its own and empty, and /tmp hold nothing of job 1: %s", r)
 
 	assert.Empty(t, protoSecretHolders(t, w, tok1), "job 1's token still present after job end")
 	assert.Empty(t, protoSecretHolders(t, w, fileVal), "job 1's file variable value still present after job end")
@@ -874,7 +878,7 @@ func TestProtocolJobUser(t *testing.T) {
 	lines := strings.Split(string(content), "\n")
 	require.GreaterOrEqual(t, len(lines), 6, "log:\n%s", content)
 	if !assert.Equal(t, []string{"1000", "1000", "x", "tmp-ok"}, lines[1:5], "stage as the job user: file variable and TMPDIR must be usable, log:\n%s", content) {
-		out, _, _ := w.Exec(t, "", "sh", "-c", "stat -c '%a %u:%g %n' /run /run/warmpod /run/warmpod/jobs /run/warmpod/jobs/u1 /run/warmpod/jobs/u1/CFG /run/warmpod/jobs/u1/tmp")
+		out, _, _ := w.Exec(t, "", "sh", "-c", "stat -c '%a %u:%g %n' /run /run/warmpod /run/warmpod/jobs /run/warmpod/jobs/u1 /run/warmpod/jobs/u1/CFG /tmp /tmp/warmpod-job-u1-*")
 		t.Logf("permissions on the path to the job dir:\n%s", out)
 	}
 	assert.NotContains(t, string(content), "environ-readable", "a stage of uid 1000 read /proc/1/environ")

@@ -182,7 +182,7 @@ func (s *Supervisor) wipe(j *job) {
 	for i := range j.env {
 		j.env[i] = ""
 	}
-	s.removeJobFiles(j.id)
+	s.removeJobFiles(j)
 }
 
 // wipeCleanupPaths removes the contents of the pod's and the job's cleanup
@@ -214,14 +214,33 @@ func (s *Supervisor) wipeCleanupPaths(j *job) {
 }
 
 // removeJobFiles removes the job's directory (its file variables, zeroed
-// first by jobspec.RemoveFiles) and its log (a worker).
-func (s *Supervisor) removeJobFiles(id string) {
+// first by jobspec.RemoveFiles), its TMPDIR and its log (a worker).
+func (s *Supervisor) removeJobFiles(j *job) {
+	id := j.id
 	if id == "" {
 		return
 	}
 	s.removeJobDir(id)
+	if j.tmp != "" && !within(j.tmp, j.dir) {
+		s.removeJobTmp(j)
+	}
 	if err := os.Remove(filepath.Join(s.cfg.LogsDir, id+".log")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.log.Error("cannot remove job log", "job", id, "error", err)
+	}
+}
+
+// removeJobTmp removes the job's TMPDIR under TmpDir: as the job user
+// first (it is theirs, 0700, in a directory that is often sticky, where
+// PID 1 without CAP_FOWNER may not remove another user's entry), then as
+// PID 1 for whatever that left. RemoveAll removes a symbolic link the job
+// put in its place, never what the link names.
+func (s *Supervisor) removeJobTmp(j *job) {
+	err := s.asJobUser(func() error { return os.RemoveAll(j.tmp) })
+	if err != nil && s.cfg.JobUser != nil {
+		err = os.RemoveAll(j.tmp)
+	}
+	if err != nil {
+		s.log.Error("cannot remove the job's TMPDIR", "job", j.id, "path", j.tmp, "error", err)
 	}
 }
 

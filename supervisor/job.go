@@ -17,7 +17,8 @@ import (
 type job struct {
 	id      string
 	spec    *jobspec.Spec
-	dir     string   // JobsDir/<id>: file variables and TMPDIR, 0700, the job user's
+	dir     string   // JobsDir/<id>: file variables (and TMPDIR without TmpDir), 0700, the job user's
+	tmp     string   // the job's TMPDIR, set by prepareJob: under TmpDir, or dir/tmp
 	logPath string   // LogsDir/<id>.log: the stages' output, PID 1's
 	env     []string // the job's full environment (base + variables + token + TMPDIR)
 	digest  [32]byte // SHA-256 of the spec: a replay must be byte-identical
@@ -128,7 +129,7 @@ func (s *Supervisor) startJob(spec *jobspec.Spec, digest [32]byte, reply func(St
 		startErr = s.prepareJob(j)
 		if startErr != nil {
 			spec.Wipe()
-			s.removeJobFiles(j.id)
+			s.removeJobFiles(j)
 			_ = s.fx.Shell.Replace(s.cfg.BaseEnv, s.cfg.Grace)
 		}
 	}, func() { s.started(j, startErr, reply) })
@@ -171,14 +172,29 @@ func (s *Supervisor) prepareJob(j *job) error {
 	// under this job's name in an earlier job must not fail this start.
 	s.removeJobDir(j.id)
 	// The job's directory, its file variables and TMPDIR are made as the
-	// job user (asJobUser): theirs from birth, no chown.
+	// job user (asJobUser): theirs from birth, no chown. MkdirTemp's
+	// random name means no earlier job of this pod can have made the
+	// TMPDIR (or a symbolic link of that name) in the shared TmpDir.
+	var tmpErr error
 	if err := s.asJobUser(func() error {
 		if err := j.spec.WriteFiles(j.dir); err != nil {
 			return err
 		}
-		return os.Mkdir(filepath.Join(j.dir, "tmp"), 0o700)
+		if s.cfg.TmpDir != "" {
+			t, err := os.MkdirTemp(s.cfg.TmpDir, "warmpod-job-"+j.id+"-")
+			if err == nil {
+				j.tmp = t
+				return nil
+			}
+			tmpErr = err
+		}
+		j.tmp = filepath.Join(j.dir, "tmp")
+		return os.Mkdir(j.tmp, 0o700)
 	}); err != nil {
 		return err
+	}
+	if tmpErr != nil {
+		s.log.Warn("job TMPDIR on the memory volume: it cannot be made on disk", "job", j.id, "tmp_dir", s.cfg.TmpDir, "error", tmpErr)
 	}
 	if err := os.MkdirAll(s.cfg.LogsDir, 0o700); err != nil {
 		return err
@@ -197,7 +213,7 @@ func (s *Supervisor) prepareJob(j *job) error {
 func (s *Supervisor) jobEnv(j *job) []string {
 	env := j.spec.Env(s.cfg.TokenEnv, j.dir)
 	if !hasKey(env, "TMPDIR") {
-		env = append(env, "TMPDIR="+filepath.Join(j.dir, "tmp"))
+		env = append(env, "TMPDIR="+j.tmp)
 	}
 	return env
 }

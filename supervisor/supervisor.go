@@ -55,6 +55,16 @@ type Config struct {
 	// JobsDir holds one 0700 directory per job for file variables
 	// (default /run/warmpod/jobs, on tmpfs in a pod).
 	JobsDir string
+	// TmpDir is where each job's TMPDIR is made: a fresh 0700 directory
+	// of the job user's, warmpod-job-<id>-<random>, removed when the job
+	// ends. It belongs on the container's disk (cmd/warmpod: PID 1's own
+	// $TMPDIR, else /tmp), because a job's temporary files (go test
+	// binaries, archives, package downloads) outgrow JobsDir's memory
+	// volume and would count against the pod's memory limit; a stock
+	// Kubernetes executor's job has its /tmp on disk too. Empty, or when
+	// the directory cannot be made there (no /tmp, a read-only root file
+	// system): TMPDIR is JobsDir/<id>/tmp, and a warning says so.
+	TmpDir string
 	// ExitWithCommand makes warmpod a plain init: no respawn, exit with
 	// the command's status.
 	ExitWithCommand bool

@@ -195,6 +195,9 @@ func newSupervisor(c pid1Config, log *slog.Logger) (*supervisor.Supervisor, erro
 		return nil, err
 	}
 	c.sup.BaseEnv = os.Environ()
+	// Jobs' TMPDIRs go where PID 1's own temporary files would: on the
+	// container's disk, not the memory volume (supervisor.Config.TmpDir).
+	c.sup.TmpDir = os.TempDir()
 	fx := supervisor.Effects{
 		Shell:    proxy,
 		Children: reaper,

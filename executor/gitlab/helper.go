@@ -148,12 +148,14 @@ func checkHelper(e Env, p pool.Pool) error {
 // stages: ARCHIVER_STAGING_DIR, where gitlab-runner-helper stages what it
 // moves (fastzip's archive chunks before an upload or onto the cache
 // volume, a downloaded artifacts archive before it is extracted), set to
-// buildsDir. Without it the helper stages in $TMPDIR, which warmpod's
-// PID 1 points at the job's directory on the pod's memory-backed run
-// volume (64Mi in deploy/pool.yaml): a 100 MiB artifact or cache failed
-// with "no space left on device", and a smaller one took pod memory. The
-// stock Kubernetes executor's helper stages in its container's /tmp, on
-// disk; buildsDir is the disk volume every job writes anyway. A job that
+// buildsDir. Without it the helper stages in $TMPDIR: on the container's
+// disk, or, where PID 1 cannot make it there (a read-only root file
+// system), on the pod's memory-backed run volume (64Mi in
+// deploy/pool.yaml), where a 100 MiB artifact or cache failed with "no
+// space left on device" and a smaller one took pod memory. The stock
+// Kubernetes executor's helper stages in its container's /tmp, on disk;
+// buildsDir is the disk volume every job writes anyway, whatever the root
+// file system. A job that
 // sets ARCHIVER_STAGING_DIR itself wins: the runner's stage scripts export
 // the job's variables after the pod's environment. None for a job that
 // does not call the helper. Errors: HelperNeeds's.
