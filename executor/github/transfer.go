@@ -17,6 +17,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/pool"
 )
 
 // sendWork brings the runner's _work into the pod once, at prepare_job:
@@ -184,9 +185,10 @@ func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, p w
 			st.Pod.Bin, dest, st.Job, size, p.sum, strconv.Itoa(p.i + 1)}
 	}
 	var last string
+	exec := bulkExec(h.Cluster)
 	for attempt := 0; attempt <= h.Cfg.MaxStreamRetries; attempt++ {
 		var out, errb bytes.Buffer
-		code, err := h.Cluster.Exec(ctx, st.Pod, argv, bytes.NewReader(p.data), &out, &errb)
+		code, err := exec(ctx, st.Pod, argv, bytes.NewReader(p.data), &out, &errb)
 		if err == nil && code == 0 {
 			return out.String(), nil
 		}
@@ -298,4 +300,19 @@ func skipInTemp(rel string) bool {
 		return false
 	}
 	return !keptInTemp(rel)
+}
+
+// bulkExecer is a Cluster with a transport for calls that carry many
+// bytes ([pool.Cluster.ExecBulk]).
+type bulkExecer interface {
+	ExecBulk(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+}
+
+// bulkExec is cl's ExecBulk when it has one, else its Exec (a test's
+// fake Cluster).
+func bulkExec(cl executor.Cluster) func(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if b, ok := cl.(bulkExecer); ok {
+		return b.ExecBulk
+	}
+	return cl.Exec
 }

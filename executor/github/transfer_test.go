@@ -303,3 +303,38 @@ func TestWriteEntryChangedFile(t *testing.T) {
 type grownInfo struct{ fs.FileInfo }
 
 func (g grownInfo) Size() int64 { return g.FileInfo.Size() + 1 }
+
+// bulkCluster is a fakeCluster with the bulk transport of pool.Cluster:
+// it counts the calls that came through it.
+type bulkCluster struct {
+	*fakeCluster
+	bulk int
+}
+
+func (b *bulkCluster) ExecBulk(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	b.mu.Lock()
+	b.bulk++
+	b.mu.Unlock()
+	return b.fakeCluster.Exec(ctx, p, argv, stdin, stdout, stderr)
+}
+
+// Every piece of _work, the last one with its unpack too, goes by the
+// Cluster's bulk transport when it has one (SPDY first: pool.Cluster).
+func TestSendWorkPiecesGoByTheBulkTransport(t *testing.T) {
+	r := newRunner(t)
+	r.write("repo/repo/big.bin", strings.Repeat("0123456789abcdef", 1000))
+	for _, lazy := range []bool{false, true} {
+		f := &bulkCluster{fakeCluster: &fakeCluster{}}
+		h, _, _ := r.hook(nil)
+		h.Cfg.Streams = 2
+		h.Cluster = f
+		if lazy {
+			h.Cluster = &lazyCluster{connect: func() (Cluster, error) { return f, nil }}
+		}
+		st := &State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
+		_, err := h.sendWork(context.Background(), h.core(nil), st)
+		require.NoError(t, err)
+		require.Greater(t, len(f.execs), 10)
+		assert.Equal(t, len(f.execs), f.bulk, "lazy=%v: every exec of the transfer went by ExecBulk", lazy)
+	}
+}

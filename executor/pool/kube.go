@@ -319,6 +319,22 @@ func (k *Cluster) Connect(ctx context.Context) error {
 // It returns the command's exit code, or an error when the stream failed
 // (then the command's fate is unknown).
 func (k *Cluster) Exec(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	return k.exec(ctx, p, argv, stdin, stdout, stderr, false)
+}
+
+// ExecBulk is Exec for a call whose stdin is many bytes (the pieces of
+// the GitHub hook's _work): SPDY first, WebSocket when the upgrade is
+// refused. An API server of 1.30 or later turns a WebSocket exec into
+// SPDY towards the kubelet, re-framing every byte; SPDY is passed
+// through as it is, and took 25 % less time for 200 MiB in one stream
+// in bench/github-kube.md (1,830 against 2,453 ms). The small calls stay
+// on WebSocket, the protocol Kubernetes keeps (SPDY is deprecated, and
+// some proxies refuse it: then this falls back). Errors: as Exec's.
+func (k *Cluster) ExecBulk(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	return k.exec(ctx, p, argv, stdin, stdout, stderr, true)
+}
+
+func (k *Cluster) exec(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer, spdyFirst bool) (int, error) {
 	req := k.CS.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.Namespace).Name(p.Name).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
 		Container: p.Container, Command: argv,
@@ -332,7 +348,13 @@ func (k *Cluster) Exec(ctx context.Context, p Pod, argv []string, stdin io.Reade
 	if err != nil {
 		return -1, err
 	}
-	ex, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+	// Either falls back to the other only when its upgrade was refused:
+	// nothing of stdin has been read then.
+	first, second := ws, spdy
+	if spdyFirst {
+		first, second = spdy, ws
+	}
+	ex, err := remotecommand.NewFallbackExecutor(first, second, func(err error) bool {
 		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
 	})
 	if err != nil {
