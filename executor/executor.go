@@ -46,6 +46,22 @@ type Cluster interface {
 	PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error)
 }
 
+// BulkExecer is a Cluster with a second transport for an exec that
+// carries many bytes or lives long ([pool.Cluster.ExecBulk]: SPDY first,
+// which the API server passes through as it is).
+type BulkExecer interface {
+	ExecBulk(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+}
+
+// BulkExec is cl's ExecBulk when it has one (BulkExecer), else its Exec
+// (a test's fake Cluster).
+func BulkExec(cl Cluster) func(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if b, ok := cl.(BulkExecer); ok {
+		return b.ExecBulk
+	}
+	return cl.Exec
+}
+
 // Core runs the CI-neutral steps of a job over a Cluster. Its fields are
 // set once; a Core is used by one process (one CI call) at a time.
 type Core struct {

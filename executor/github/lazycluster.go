@@ -62,14 +62,14 @@ func (l *lazyCluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin
 	return cl.Exec(ctx, p, argv, stdin, stdout, stderr)
 }
 
-// ExecBulk is the Cluster's ExecBulk when it has one (bulkExecer),
-// else its Exec.
+// ExecBulk is the Cluster's ExecBulk when it has one, else its Exec
+// (executor.BulkExec).
 func (l *lazyCluster) ExecBulk(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	cl, err := l.get()
 	if err != nil {
 		return -1, err
 	}
-	return bulkExec(cl)(ctx, p, argv, stdin, stdout, stderr)
+	return executor.BulkExec(cl)(ctx, p, argv, stdin, stdout, stderr)
 }
 
 func (l *lazyCluster) Delete(ctx context.Context, p pool.Pod) error {

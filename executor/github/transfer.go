@@ -17,7 +17,6 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/executor/pool"
 )
 
 // sendWork brings the runner's _work into the pod once, at prepare_job:
@@ -185,7 +184,7 @@ func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, p w
 			st.Pod.Bin, dest, st.Job, size, p.sum, strconv.Itoa(p.i + 1)}
 	}
 	var last string
-	exec := bulkExec(h.Cluster)
+	exec := executor.BulkExec(h.Cluster)
 	for attempt := 0; attempt <= h.Cfg.MaxStreamRetries; attempt++ {
 		var out, errb bytes.Buffer
 		code, err := exec(ctx, st.Pod, argv, bytes.NewReader(p.data), &out, &errb)
@@ -300,19 +299,4 @@ func skipInTemp(rel string) bool {
 		return false
 	}
 	return !keptInTemp(rel)
-}
-
-// bulkExecer is a Cluster with a transport for calls that carry many
-// bytes ([pool.Cluster.ExecBulk]).
-type bulkExecer interface {
-	ExecBulk(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
-}
-
-// bulkExec is cl's ExecBulk when it has one, else its Exec (a test's
-// fake Cluster).
-func bulkExec(cl executor.Cluster) func(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	if b, ok := cl.(bulkExecer); ok {
-		return b.ExecBulk
-	}
-	return cl.Exec
 }
