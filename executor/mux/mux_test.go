@@ -672,3 +672,40 @@ func TestTheHeartbeatKeepsASilentStream(t *testing.T) {
 		})
 	}
 }
+
+// bulkPod is a fakePod with pool.Cluster's bulk transport, counting the
+// execs that took it.
+type bulkPod struct {
+	*fakePod
+	bulk atomic.Int32
+}
+
+func (b *bulkPod) ExecBulk(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	b.bulk.Add(1)
+	return b.fakePod.Exec(ctx, p, argv, stdin, stdout, stderr)
+}
+
+// The job's stream into the pod goes by the Cluster's bulk transport
+// (SPDY first) when it has one; the calls it carries are unchanged.
+func TestTheStreamGoesByTheBulkTransport(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, PrivateDir(filepath.Join(dir, "state")))
+	sock := SocketPath(filepath.Join(dir, "state"), "job-1")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	require.NoError(t, err)
+	bp := &bulkPod{fakePod: &fakePod{}}
+	srv := &Server{Cluster: bp, Pod: testPod, Job: "j1", Idle: time.Minute, Reattach: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { srv.Serve(ctx, ln); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	var out, errb bytes.Buffer
+	code, err := client(sock, "j1", bp.fakePod, io.Discard).Exec(context.Background(), testPod, []string{"w", "job", "status", "3"}, nil, &out, &errb)
+	require.NoError(t, err)
+	assert.Equal(t, 3, code)
+	assert.Equal(t, "bye\n", errb.String())
+	assert.EqualValues(t, 1, bp.attaches.Load())
+	assert.EqualValues(t, 1, bp.bulk.Load(), "the attach exec went by ExecBulk")
+	assert.Zero(t, bp.direct.Load())
+}
