@@ -410,9 +410,10 @@ func TestStressFaults(t *testing.T) {
 	probeOK("after the job shell was killed")
 	faults = append(faults, "job shell SIGKILLed mid-stage: stage completed")
 
-	// The job's tmpfs full: the job end still wipes it, the next job
-	// starts.
-	r = w.WP(t, "", "job", "run", "--job", "f1", "--", "sh", "-c", `dd if=/dev/zero of="$TMPDIR/fill" bs=1M count=100 2>&1; df /run | tail -1`)
+	// The job's tmpfs full (its directory there, the file variables';
+	// TMPDIR is on the container's disk): the job end still wipes it,
+	// the next job starts.
+	r = w.WP(t, "", "job", "run", "--job", "f1", "--", "sh", "-c", `dd if=/dev/zero of=/run/warmpod/jobs/f1/fill bs=1M count=100 2>&1; df /run | tail -1`)
 	assert.Contains(t, r.Stdout, "No space left", r.String())
 	r = w.ExecWith(t, ExecOpts{Stdin: "echo x\n"}, warmpodInRootfs, "job", "stage", "--job", "f1", "--stage", "full", "--size", "7", "--sha256", sha256Hex("echo x\n"))
 	assert.Contains(t, []int{0, exitDataErr, 70, 74}, r.ExitCode, "a stage on a full tmpfs: %s", r)
