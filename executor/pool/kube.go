@@ -322,9 +322,9 @@ func (k *Cluster) Exec(ctx context.Context, p Pod, argv []string, stdin io.Reade
 	return k.exec(ctx, p, argv, stdin, stdout, stderr, false)
 }
 
-// ExecBulk is Exec for a call that carries many bytes or lives long (the
-// pieces of the GitHub hook's _work, a job's multiplexer stream): SPDY
-// first, WebSocket when the upgrade is refused. An API server of 1.30 or later turns a WebSocket exec into
+// ExecBulk is Exec for a call whose stdin is many bytes (the pieces of
+// the GitHub hook's _work): SPDY first, WebSocket when the upgrade is
+// refused. An API server of 1.30 or later turns a WebSocket exec into
 // SPDY towards the kubelet, re-framing every byte; SPDY is passed
 // through as it is, and took 25 % less time for 200 MiB in one stream
 // in bench/github-kube.md (1,830 against 2,453 ms). The small calls stay
