@@ -311,13 +311,8 @@ func (s *Server) attach(ctx context.Context) (*podStream, error) {
 	var errb bytes.Buffer
 	st := &podStream{w: muxproto.NewWriter(inW), in: inW, routes: map[uint32]*route{}, dead: make(chan struct{})}
 	execDone := make(chan error, 1)
-	// The job's one stream lives as long as the job and carries every
-	// stage's frames: by the bulk transport (SPDY first), which the API
-	// server passes through, where a WebSocket stream is re-framed into
-	// SPDY towards the kubelet frame by frame.
-	exec := executor.BulkExec(s.Cluster)
 	go func() {
-		code, err := exec(ctx, s.Pod, []string{s.Pod.Bin, "job", "attach", "--job", s.Job}, inR, outW, &errb)
+		code, err := s.Cluster.Exec(ctx, s.Pod, []string{s.Pod.Bin, "job", "attach", "--job", s.Job}, inR, outW, &errb)
 		if err == nil && code != 0 {
 			// The pod answered: it is draining, another job's, or its
 			// warmpod has no attach (an older image, exit 2). Asking
