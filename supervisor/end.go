@@ -235,11 +235,7 @@ func (s *Supervisor) removeJobFiles(j *job) {
 // PID 1 for whatever that left. RemoveAll removes a symbolic link the job
 // put in its place, never what the link names.
 func (s *Supervisor) removeJobTmp(j *job) {
-	err := s.asJobUser(func() error { return os.RemoveAll(j.tmp) })
-	if err != nil && s.cfg.JobUser != nil {
-		err = os.RemoveAll(j.tmp)
-	}
-	if err != nil {
+	if err := s.removeAsJobUserThenPID1(func() error { return os.RemoveAll(j.tmp) }); err != nil {
 		s.log.Error("cannot remove the job's TMPDIR", "job", j.id, "path", j.tmp, "error", err)
 	}
 }
@@ -251,11 +247,20 @@ func (s *Supervisor) removeJobTmp(j *job) {
 // user made unreadable to itself). A missing directory is no error.
 func (s *Supervisor) removeJobDir(id string) {
 	dir := filepath.Join(s.cfg.JobsDir, id)
-	err := s.asJobUser(func() error { return jobspec.RemoveFiles(dir) })
-	if err != nil && s.cfg.JobUser != nil {
-		err = jobspec.RemoveFiles(dir)
-	}
-	if err != nil {
+	if err := s.removeAsJobUserThenPID1(func() error { return jobspec.RemoveFiles(dir) }); err != nil {
 		s.log.Error("cannot remove job directory", "job", id, "error", err)
 	}
+}
+
+// removeAsJobUserThenPID1 runs remove as the job user (what the job made
+// is theirs: PID 1 needs neither CAP_DAC_OVERRIDE nor, in a sticky
+// directory, CAP_FOWNER), and once more as PID 1 when that failed and
+// there is a job user, for what the job user cannot remove. It returns
+// the last run's error.
+func (s *Supervisor) removeAsJobUserThenPID1(remove func() error) error {
+	err := s.asJobUser(remove)
+	if err != nil && s.cfg.JobUser != nil {
+		err = remove()
+	}
+	return err
 }
