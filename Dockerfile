@@ -12,7 +12,7 @@ ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath \
       -gcflags=crypto/...=-l -gcflags=vendor/golang.org/x/crypto/...=-l \
       -gcflags=math/big=-l -gcflags=encoding/asn1=-l -gcflags=net/url=-l \
-      -gcflags=fmt=-l -gcflags=reflect=-l -gcflags=encoding/json=-l -gcflags=log/slog=-l \
+      -gcflags=fmt=-l -gcflags=reflect=-l -gcflags=encoding/json=-l \
       -ldflags "-s -w -X main.version=${VERSION}" -o /warmpod ./cmd/warmpod
 
 # The final stage; Dockerfile.prebuilt is the same stage fed with a binary built outside

@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -41,7 +42,11 @@ type StageRequest struct {
 
 // Start claims the pod for the job spec line (a JobSpec, as JSON): the
 // spec holds secrets, so the caller clears its copy after the call.
+// Errors: spec is not valid JSON (nothing is sent), or Call's.
 func (c Client) Start(ctx context.Context, spec json.RawMessage) (*Response, error) {
+	if !json.Valid(spec) {
+		return nil, errors.New("job spec: not valid JSON")
+	}
 	return c.do(ctx, &Request{Op: OpJobStart, Spec: spec})
 }
 

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/internal/sockdial"
 )
 
@@ -151,7 +151,7 @@ type Server struct {
 	path    string
 	ln      *net.UnixListener
 	handler Handler
-	log     *slog.Logger
+	log     *initlog.Logger
 	uid     int
 
 	wg       sync.WaitGroup
@@ -189,7 +189,7 @@ const FrameBudget = 16 << 20
 // needs write permission on the socket file; SO_PEERCRED is checked as
 // well). Errors: ErrInUse when a server answers on path already (a stale
 // socket is replaced); those of mkdir, chmod, remove and listen.
-func Listen(path string, h Handler, log *slog.Logger) (*Server, error) {
+func Listen(path string, h Handler, log *initlog.Logger) (*Server, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return nil, err
@@ -420,11 +420,7 @@ func readRequest(r *bufio.Reader, reserve func(int) bool) (*Request, error) {
 }
 
 func writeResponse(c net.Conn, r Response) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		b = []byte(`{"ok":false,"code":70,"error":"cannot encode response"}`)
-	}
-	b = append(b, '\n')
+	b := append(r.AppendJSON(nil), '\n')
 	_, _ = c.Write(b)
 	clear(b)
 }
@@ -525,11 +521,7 @@ func Call(ctx context.Context, path string, req *Request) (*Response, error) {
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	b, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	b = append(b, '\n')
+	b := append(req.AppendJSON(nil), '\n')
 	_, err = c.Write(b)
 	clear(b)
 	if err != nil {

@@ -2,12 +2,12 @@ package control_test
 
 import (
 	"context"
-	"log/slog"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // BenchmarkCallRoundTrip is one client call (dial, SO_PEERCRED check,
@@ -17,7 +17,7 @@ func BenchmarkCallRoundTrip(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "c.sock")
 	srv, err := control.Listen(path, func(context.Context, control.Peer, *control.Request) control.Response {
 		return control.Response{OK: true, State: "idle"}
-	}, slog.New(slog.DiscardHandler))
+	}, initlog.Discard())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package control
 import (
 	"bufio"
 	"context"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,12 +11,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 func startServer(t *testing.T, h Handler) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "run", "control.sock")
-	srv, err := Listen(path, h, slog.New(slog.DiscardHandler))
+	srv, err := Listen(path, h, initlog.Discard())
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -80,7 +81,7 @@ func TestStaleSocketReplacedButNotAFile(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "plain")
 	require.NoError(t, os.WriteFile(file, []byte("keep"), 0o600))
-	_, err := Listen(file, nil, slog.New(slog.DiscardHandler))
+	_, err := Listen(file, nil, initlog.Discard())
 	require.ErrorContains(t, err, "not a socket")
 	b, _ := os.ReadFile(file)
 	require.Equal(t, "keep", string(b))
@@ -96,7 +97,7 @@ func TestCallUnreachable(t *testing.T) {
 // replaces one that does not.
 func TestListenRefusesALiveSocket(t *testing.T) {
 	path := startServer(t, func(context.Context, Peer, *Request) Response { return Response{OK: true} })
-	_, err := Listen(path, nil, slog.New(slog.DiscardHandler))
+	_, err := Listen(path, nil, initlog.Discard())
 	require.ErrorIs(t, err, ErrInUse)
 	resp, err := Call(context.Background(), path, &Request{Op: OpStatus})
 	require.NoError(t, err, "the first server still answers")
@@ -108,7 +109,7 @@ func TestListenRefusesALiveSocket(t *testing.T) {
 	require.NoError(t, err)
 	ln.SetUnlinkOnClose(false)
 	require.NoError(t, ln.Close())
-	srv, err := Listen(stale, nil, slog.New(slog.DiscardHandler))
+	srv, err := Listen(stale, nil, initlog.Discard())
 	require.NoError(t, err)
 	// Close removes the socket only while it is still its own.
 	require.NoError(t, os.Remove(stale))

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 
 	"github.com/warmpod/warmpod/internal/jsondec"
 )
@@ -16,7 +15,7 @@ const redacted = "[redacted]"
 // Secret holds sensitive bytes: the job token or a variable's value.
 //
 // String, GoString, Format (every verb, including %v %+v %#v %s %q %x),
-// MarshalText, MarshalJSON and LogValue all produce "[redacted]" (as a JSON
+// MarshalText and MarshalJSON all produce "[redacted]" (as a JSON
 // string for MarshalJSON), so a Secret, and any struct holding one in an
 // exported field, can be printed, logged or JSON-encoded without leaking the
 // value. Use [Secret.Reveal] to get the clear value.
@@ -70,9 +69,6 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(redacted), nil }
 // "[redacted]". It never fails. There is deliberately no way to JSON-encode
 // the clear value.
 func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"` + redacted + `"`), nil }
-
-// LogValue implements slog.LogValuer and returns the string "[redacted]".
-func (s Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
 
 // UnmarshalJSON implements json.Unmarshaler. It decodes a JSON string (RFC
 // 8259, section 7) straight into a []byte allocated once at its final

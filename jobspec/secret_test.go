@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // parsedSpec returns a Spec holding secretMark in its token and in two
@@ -80,8 +83,8 @@ func TestSecretRedactedByEncoders(t *testing.T) {
 
 func TestSecretRedactedByLoggers(t *testing.T) {
 	s := parsedSpec(t)
-	// PID 1 logs through log/slog's text and JSON handlers
-	// (cmd/warmpod newLogger): a secret must not come out of either,
+	// PID 1 logs through internal/initlog, the executor side through
+	// log/slog's text and JSON handlers: a secret must not come out of any,
 	// whether passed as a value, a pointer, a slice element, inside an
 	// error, a formatted string or a logger's attributes.
 	for _, name := range []string{"text", "json"} {
@@ -99,6 +102,17 @@ func TestSecretRedactedByLoggers(t *testing.T) {
 		out := buf.String()
 		require.NotEmpty(t, out)
 		require.NotContains(t, out, secretMark, "slog %s handler:\n%s", name, out)
+		require.Contains(t, out, redacted)
+	}
+	for _, f := range []initlog.Format{initlog.Text, initlog.JSON} {
+		var buf bytes.Buffer
+		log := initlog.New(&buf, initlog.LevelTrace, f, time.Now)
+		log.Info("job start", "spec", s, "spec_value", *s, "token", s.Token, "token_ptr", &s.Token,
+			"vars", s.Variables, "var", s.Variables[0], "fmt", fmt.Sprintf("%v %s %x", s, s.Token, s.Token))
+		log.With("token", s.Token).Error("failed", "error", fmt.Errorf("job %v", s))
+		out := buf.String()
+		require.Equal(t, 2, strings.Count(out, "\n"))
+		require.NotContains(t, out, secretMark, "initlog format %d:\n%s", f, out)
 		require.Contains(t, out, redacted)
 	}
 }

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/warmpod/warmpod/internal/jsonenc"
 )
 
 // Want is what the container's cgroup is to hold; a zero field is not
@@ -48,6 +50,22 @@ type Values struct {
 	Quota int64 `json:"cpu_quota_us"`
 	// Memory is the memory limit in bytes; -1: no limit.
 	Memory int64 `json:"memory_limit"`
+}
+
+// AppendJSON appends v as encoding/json.Marshal writes it (jsonenc: PID
+// 1's `warmpod job limits` prints it).
+func (v Values) AppendJSON(b []byte) []byte {
+	o := jsonenc.NewObject(b)
+	o.Bool("v2", v.V2)
+	if v.Shares != 0 {
+		o.Uint("cpu_shares", v.Shares)
+	}
+	if v.Weight != 0 {
+		o.Uint("cpu_weight", v.Weight)
+	}
+	o.Int("cpu_quota_us", v.Quota)
+	o.Int("memory_limit", v.Memory)
+	return o.End()
 }
 
 // unlimitedMemory: v1 reports no limit as the page-aligned maximum of an

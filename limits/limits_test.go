@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -202,4 +203,15 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// `warmpod job limits` prints what encoding/json wrote before PID 1
+// dropped its encoder (jsonenc).
+func TestValuesJSONIsMarshals(t *testing.T) {
+	type plain Values
+	for _, v := range []Values{{}, {V2: true, Weight: 100, Quota: -1, Memory: -1}, {Shares: 1024, Quota: 50000, Memory: 1 << 30}} {
+		want, err := json.Marshal(plain(v))
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(v.AppendJSON(nil)))
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"sync"
 
 	"github.com/warmpod/warmpod/internal/jsondec"
+	"github.com/warmpod/warmpod/internal/jsonenc"
 )
 
 // Type is a frame's kind.
@@ -176,6 +177,50 @@ type Bye struct {
 	Reason string `json:"reason"`
 }
 
+// AppendJSON appends h as encoding/json.Marshal writes it.
+func (h Hello) AppendJSON(b []byte) []byte {
+	o := jsonenc.NewObject(b)
+	o.Int("version", int64(h.Version))
+	o.String("job", h.Job)
+	if h.PodUID != "" {
+		o.String("pod_uid", h.PodUID)
+	}
+	if h.PID != 0 {
+		o.Int("pid", int64(h.PID))
+	}
+	if h.Heartbeat {
+		o.Bool("heartbeat", true)
+	}
+	return o.End()
+}
+
+// AppendJSON appends op as encoding/json.Marshal writes it.
+func (op Open) AppendJSON(b []byte) []byte {
+	o := jsonenc.NewObject(b)
+	o.Strings("argv", op.Argv)
+	return o.End()
+}
+
+// AppendJSON appends e as encoding/json.Marshal writes it.
+func (e Exit) AppendJSON(b []byte) []byte {
+	o := jsonenc.NewObject(b)
+	o.Int("code", int64(e.Code))
+	if e.Error != "" {
+		o.String("error", e.Error)
+	}
+	if e.Refused {
+		o.Bool("refused", true)
+	}
+	return o.End()
+}
+
+// AppendJSON appends by as encoding/json.Marshal writes it.
+func (by Bye) AppendJSON(b []byte) []byte {
+	o := jsonenc.NewObject(b)
+	o.String("reason", by.Reason)
+	return o.End()
+}
+
 // ErrTooLarge is returned by Read for a frame whose length exceeds
 // MaxPayload.
 var ErrTooLarge = errors.New("muxproto: frame payload too large")
@@ -239,7 +284,15 @@ func (w *Writer) Write(t Type, ch uint32, payload []byte) error {
 	return err
 }
 
-// WriteJSON sends one frame whose payload is v as JSON.
+// WriteDoc sends one frame whose payload is v's JSON (its AppendJSON):
+// PID 1's frames (Hello, Exit, Bye), written without encoding/json's
+// reflection (PID 1's size, issue 30).
+func (w *Writer) WriteDoc(t Type, ch uint32, v jsonenc.Appender) error {
+	return w.Write(t, ch, v.AppendJSON(nil))
+}
+
+// WriteJSON sends one frame whose payload is v as JSON (encoding/json):
+// the executor side's frames, of any type. PID 1 calls WriteDoc.
 func (w *Writer) WriteJSON(t Type, ch uint32, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -3,10 +3,12 @@ package muxproto
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -155,5 +157,33 @@ func TestDecodeOpenAgrees(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, want, got)
 		})
+	}
+}
+
+// PID 1's frames (WriteDoc, jsonenc) are what the executor's WriteJSON
+// (encoding/json) writes for the same values.
+func TestFrameDocumentsAreMarshals(t *testing.T) {
+	type (
+		plainHello Hello
+		plainOpen  Open
+		plainExit  Exit
+		plainBye   Bye
+	)
+	for _, c := range []struct {
+		doc   interface{ AppendJSON([]byte) []byte }
+		plain any
+	}{
+		{Hello{}, plainHello{}},
+		{Hello{Version: 1, Job: "j<1>", PodUID: "u", PID: 42, Heartbeat: true}, plainHello{Version: 1, Job: "j<1>", PodUID: "u", PID: 42, Heartbeat: true}},
+		{Open{}, plainOpen{}},
+		{Open{Argv: []string{"/w", "job", "stage", "a\u2028"}}, plainOpen{Argv: []string{"/w", "job", "stage", "a\u2028"}}},
+		{Exit{}, plainExit{}},
+		{Exit{Code: -1, Error: "broke & gone", Refused: true}, plainExit{Code: -1, Error: "broke & gone", Refused: true}},
+		{Bye{}, plainBye{}},
+		{Bye{Reason: "job-ended"}, plainBye{Reason: "job-ended"}},
+	} {
+		want, err := json.Marshal(c.plain)
+		require.NoError(t, err)
+		assert.Equal(t, string(want), string(c.doc.AppendJSON(nil)))
 	}
 }

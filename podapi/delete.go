@@ -5,16 +5,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/internal/jsondec"
+	"github.com/warmpod/warmpod/internal/jsonenc"
 )
 
 // Result is the outcome of DeleteSelf, a short word fit for logs and the
@@ -97,15 +97,15 @@ var backoff = [...]time.Duration{1 * time.Second, 3 * time.Second}
 // ends, the try under way stops at once. log may be nil; it receives
 // progress only (a retry, the outcome, for a 403 how to grant the rule): the
 // error is returned, not logged, for the caller to log once.
-func (c Config) DeleteSelf(ctx context.Context, log *slog.Logger) (Result, error) {
+func (c Config) DeleteSelf(ctx context.Context, log *initlog.Logger) (Result, error) {
 	return c.deleteSelf(ctx, log, tryTimeout)
 }
 
 // deleteSelf is DeleteSelf with the time per try as a parameter: tests
 // shorten it to see a silent server time out without waiting 5 s.
-func (c Config) deleteSelf(ctx context.Context, log *slog.Logger, perTry time.Duration) (Result, error) {
+func (c Config) deleteSelf(ctx context.Context, log *initlog.Logger, perTry time.Duration) (Result, error) {
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = initlog.Discard()
 	}
 	log = log.With("pod", c.Pod.Namespace+"/"+c.Pod.Name, "uid", c.Pod.UID)
 	d, err := c.newDeletion(perTry)
@@ -151,11 +151,7 @@ func (c Config) newDeletion(perTry time.Duration) (*deletion, error) {
 	if c.Sleep == nil {
 		c.Sleep = realSleep
 	}
-	body, _ := json.Marshal(deleteOptions{
-		Kind: "DeleteOptions", APIVersion: "v1",
-		Preconditions:     preconditions{UID: p.UID},
-		PropagationPolicy: "Background",
-	})
+	body := deleteOptions(p.UID)
 	return &deletion{c: c, ep: ep, path: path, body: body, perTry: perTry}, nil
 }
 
@@ -188,7 +184,7 @@ type verdict struct {
 // run makes the tries, within ctx (already cut to retryBudget). It logs
 // progress (a retry, the outcome, the 403 remedy) but returns failures
 // without logging them: the caller logs the error once.
-func (d *deletion) run(ctx context.Context, log *slog.Logger) (Result, error) {
+func (d *deletion) run(ctx context.Context, log *initlog.Logger) (Result, error) {
 	authRetried := false
 	for try := 1; ; try++ {
 		v := d.try(ctx, log, try, &authRetried)
@@ -204,7 +200,7 @@ func (d *deletion) run(ctx context.Context, log *slog.Logger) (Result, error) {
 // try sends the request once, with the token read again (the kubelet
 // rotates it), and judges the outcome. *authRetried records the one retry a
 // 401 gets.
-func (d *deletion) try(ctx context.Context, log *slog.Logger, try int, authRetried *bool) verdict {
+func (d *deletion) try(ctx context.Context, log *initlog.Logger, try int, authRetried *bool) verdict {
 	token, err := readToken(d.c.TokenFile)
 	if err != nil {
 		return verdict{done: true, res: Failed, err: err}
@@ -238,7 +234,7 @@ func (d *deletion) judgeNetError(ctx context.Context, try int, err error) verdic
 // judgeAnswer maps the API server's status to the call's outcome (see
 // DeleteSelf); retryAfter is the answer's Retry-After value and token the
 // one sent, for naming the service account of a 403.
-func (d *deletion) judgeAnswer(log *slog.Logger, try int, token string, st status, retryAfter string, authRetried *bool) verdict {
+func (d *deletion) judgeAnswer(log *initlog.Logger, try int, token string, st status, retryAfter string, authRetried *bool) verdict {
 	p := d.c.Pod
 	switch {
 	case st.code == 200 || st.code == 202:
@@ -277,7 +273,7 @@ func (d *deletion) judgeAnswer(log *slog.Logger, try int, token string, st statu
 // and asks to wait first: not after maxTries, not past the budget (ctx's
 // deadline). It logs the retry and waits; a non-nil error is the call's
 // (err with the reason to stop), and there is no next try.
-func (d *deletion) pause(ctx context.Context, log *slog.Logger, try int, wait time.Duration, err error) error {
+func (d *deletion) pause(ctx context.Context, log *initlog.Logger, try int, wait time.Duration, err error) error {
 	if try >= maxTries {
 		return err
 	}
@@ -304,15 +300,14 @@ func answerStatus(a answer) status {
 	return st
 }
 
-type deleteOptions struct {
-	Kind              string        `json:"kind"`
-	APIVersion        string        `json:"apiVersion"`
-	Preconditions     preconditions `json:"preconditions"`
-	PropagationPolicy string        `json:"propagationPolicy"`
-}
-
-type preconditions struct {
-	UID string `json:"uid"`
+// deleteOptions is the DELETE's body: a metav1.DeleteOptions with the
+// pod's UID as precondition (the pod deleted is this one, not a successor
+// of the same name) and background propagation, as encoding/json wrote
+// it (delete_test.go compares).
+func deleteOptions(uid string) []byte {
+	b := []byte(`{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":`)
+	b = jsonenc.AppendString(b, uid)
+	return append(b, `},"propagationPolicy":"Background"}`...)
 }
 
 type status struct {

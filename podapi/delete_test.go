@@ -13,7 +13,6 @@ import (
 	"encoding/pem"
 	"io"
 	"log"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -27,6 +26,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 const (
@@ -258,7 +259,7 @@ func TestDeleteSelf(t *testing.T) {
 			}
 			var sleeps []time.Duration
 			var logBuf bytes.Buffer
-			logger := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			logger := initlog.New(&logBuf, initlog.LevelDebug, initlog.Text, time.Now)
 			c := Config{
 				Host: host, TokenFile: tokenFile, CAFile: caFile,
 				Pod:   Identity{Name: testName, Namespace: testNS, UID: testUID},

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -31,6 +30,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // ---------------------------------------------------------------- request
@@ -154,7 +155,7 @@ func TestDeleteSelfRefusesTokenWithCRLF(t *testing.T) {
 	var logBuf bytes.Buffer
 	token := "eyJhbGciOi.secret\r\nX-Injected: 1"
 	c := pipeConfig(t, token+"\n", srv.Dial)
-	res, err := c.DeleteSelf(context.Background(), slog.New(slog.NewTextHandler(&logBuf, nil)))
+	res, err := c.DeleteSelf(context.Background(), initlog.New(&logBuf, initlog.LevelInfo, initlog.Text, time.Now))
 	require.Equal(t, Failed, res)
 	require.ErrorContains(t, err, "control byte 0x0d at offset 17")
 	require.ErrorContains(t, err, c.TokenFile)

@@ -1,12 +1,13 @@
 package podapi
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/warmpod/warmpod/internal/jsonenc"
 )
 
 // MaxTerminationMessage is the most the kubelet keeps of a container's
@@ -125,12 +126,18 @@ func cut(s string, k int) string {
 	return s[:k] + ellipsis
 }
 
+// encodeLine writes m as one JSON line, as an encoding/json Encoder with
+// SetEscapeHTML(false) writes it (jsonenc: PID 1 links no reflection-based
+// encoder). It never fails; the error is the fitting code's contract.
 func encodeLine(m TerminationMessage) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil { // Encode ends the line with "\n"
-		return nil, err
+	b := []byte(`{"reason":`)
+	b = jsonenc.AppendStringNoHTML(b, m.Reason)
+	b = strconv.AppendInt(append(b, `,"exit_code":`...), int64(m.ExitCode), 10)
+	if m.Job != "" {
+		b = jsonenc.AppendStringNoHTML(append(b, `,"job":`...), m.Job)
 	}
-	return b.Bytes(), nil
+	b = strconv.AppendInt(append(b, `,"jobs_run":`...), int64(m.JobsRun), 10)
+	b = jsonenc.AppendStringNoHTML(append(b, `,"version":`...), m.Version)
+	b = jsonenc.AppendTime(append(b, `,"time":`...), m.Time)
+	return append(b, "}\n"...), nil
 }

@@ -5,12 +5,13 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // fuzzSeeds are the parser table's inputs, the shapes of keep-alive and
@@ -195,7 +196,7 @@ func FuzzServeConn(f *testing.F) {
 			status int
 		}
 		var answers []sent
-		s := newServer(h, slog.New(slog.DiscardHandler))
+		s := newServer(h, initlog.Discard())
 		s.onAnswer = func(method string, status int) { answers = append(answers, sent{method, status}) }
 		c := &memConn{in: bytes.NewReader(data)}
 		s.handle(c)

@@ -19,10 +19,11 @@
 package probe
 
 import (
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // Check is one named health check. Fn must be cheap and must not block on
@@ -39,15 +40,15 @@ type Check struct {
 type Handler struct {
 	live, ready []Check
 	status      func() []byte
-	log         *slog.Logger
+	log         *initlog.Logger
 }
 
 // NewHandler returns a handler with the given liveness and readiness
 // checks; status returns the JSON document served at /status (nil
 // disables it: /status is then 404). A nil log discards.
-func NewHandler(live, ready []Check, status func() []byte, log *slog.Logger) *Handler {
+func NewHandler(live, ready []Check, status func() []byte, log *initlog.Logger) *Handler {
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = initlog.Discard()
 	}
 	return &Handler{live: live, ready: ready, status: status, log: log}
 }
@@ -237,14 +238,14 @@ func unhex(c byte) byte {
 // excluded check is not run. It returns 200 or 503 (the kubelet counts
 // 200–399 as success). Failure reasons go to log (debug), never to the
 // body. The body is at most 1 KiB.
-func Evaluate(kind string, checks []Check, verbose bool, exclude []string, log *slog.Logger) (int, []byte) {
+func Evaluate(kind string, checks []Check, verbose bool, exclude []string, log *initlog.Logger) (int, []byte) {
 	code, body := evaluate(kind, checks, verbose, exclude, log)
 	return code, []byte(body)
 }
 
 // evaluate is Evaluate returning a string, so that the common answer (all
 // checks pass, "ok") allocates nothing.
-func evaluate(kind string, checks []Check, verbose bool, exclude []string, log *slog.Logger) (int, string) {
+func evaluate(kind string, checks []Check, verbose bool, exclude []string, log *initlog.Logger) (int, string) {
 	var excluded map[string]bool
 	for _, e := range exclude {
 		for n := range strings.SplitSeq(e, ",") {

@@ -5,12 +5,13 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // benchHandler has the checks warmpod's main registers, all passing.
@@ -30,7 +31,7 @@ func benchServer(b *testing.B) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeListener(ctx, ln, benchHandler(), slog.New(slog.DiscardHandler)) }()
+	go func() { done <- ServeListener(ctx, ln, benchHandler(), initlog.Discard()) }()
 	b.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // Bounds of ServeListener. A slow or hostile client holds a connection for
@@ -71,7 +72,7 @@ const (
 // ln, lets answers in progress finish for up to 1 s, closes every
 // connection and returns nil; on another accept error it closes them the
 // same way and returns that error. A nil log discards.
-func ServeListener(ctx context.Context, ln net.Listener, h *Handler, log *slog.Logger) error {
+func ServeListener(ctx context.Context, ln net.Listener, h *Handler, log *initlog.Logger) error {
 	return newServer(h, log).serve(ctx, ln)
 }
 
@@ -79,7 +80,7 @@ func ServeListener(ctx context.Context, ln net.Listener, h *Handler, log *slog.L
 // connections it has open.
 type server struct {
 	h   *Handler
-	log *slog.Logger
+	log *initlog.Logger
 
 	headerTimeout, idleTimeout, writeTimeout time.Duration
 	drainTimeout, lingerTimeout              time.Duration
@@ -104,9 +105,9 @@ type server struct {
 	wg     sync.WaitGroup        // one per tracked connection
 }
 
-func newServer(h *Handler, log *slog.Logger) *server {
+func newServer(h *Handler, log *initlog.Logger) *server {
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = initlog.Discard()
 	}
 	return &server{
 		h: h, log: log,
@@ -329,7 +330,7 @@ func (s *server) handle(nc net.Conn) {
 				// or no one to answer to.
 				return
 			}
-			if s.log.Enabled(context.Background(), slog.LevelDebug) {
+			if s.log.Enabled(initlog.LevelDebug) {
 				s.log.Debug("probe request refused", "status", re.status, "reason", re.reason, "remote", nc.RemoteAddr().String())
 			}
 			s.queue(c, req.method, answer{status: re.status, contentType: textPlain, body: strconv.Itoa(re.status) + " " + statusText(re.status) + ": " + re.reason + "\n"}, true)

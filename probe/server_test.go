@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // startServer serves h on 127.0.0.1 with the production bounds, changed by
@@ -32,7 +33,7 @@ func startServer(t testing.TB, h *Handler, opt func(*server)) string {
 
 func serveOn(t testing.TB, ln net.Listener, h *Handler, opt func(*server)) string {
 	t.Helper()
-	s := newServer(h, slog.New(slog.DiscardHandler))
+	s := newServer(h, initlog.Discard())
 	if opt != nil {
 		opt(s)
 	}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
@@ -18,6 +17,8 @@ import (
 
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // Mode selects how the container's stdio reaches the shell.
@@ -73,7 +74,7 @@ type Config struct {
 	// Reaper starts every child. Required.
 	Reaper *Reaper
 	// Log receives lifecycle messages; never the shell's output.
-	Log *slog.Logger
+	Log *initlog.Logger
 }
 
 // Proxy owns the current underlying shell. All methods are safe for
@@ -125,7 +126,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, errors.New("shellproxy: nil reaper")
 	}
 	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
+		cfg.Log = initlog.Discard()
 	}
 	if cfg.SwapTimeout <= 0 {
 		cfg.SwapTimeout = time.Second

@@ -3,7 +3,6 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"slices"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/podapi"
 	"github.com/warmpod/warmpod/procscan"
 	"github.com/warmpod/warmpod/shellproxy"
@@ -390,7 +390,7 @@ type pod struct {
 func startPod(t *testing.T, cfg Config) *pod { return startPodLog(t, cfg, nil) }
 
 // startPodLog is startPod with PID 1's logger.
-func startPodLog(t *testing.T, cfg Config, log *slog.Logger) *pod {
+func startPodLog(t *testing.T, cfg Config, log *initlog.Logger) *pod {
 	dir := t.TempDir()
 	cfg.JobsDir = dir + "/jobs"
 	cfg.LogsDir = dir + "/logs"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/internal/jsonenc"
 )
 
 // Handle serves one control request: the one adapter between the control
@@ -207,12 +208,14 @@ func (s *Supervisor) fail(err error) control.Response {
 // doc marshals a result's document for the wire; nil (the field is left
 // out) when there is none. The documents hold strings, numbers and times
 // only, so marshalling cannot fail.
-func doc[T any](v *T) json.RawMessage {
+func doc[T any, P interface {
+	*T
+	jsonenc.Appender
+}](v P) json.RawMessage {
 	if v == nil {
 		return nil
 	}
-	b, _ := json.Marshal(v)
-	return b
+	return v.AppendJSON(nil)
 }
 
 // parseDuration parses a non-negative Go duration, def when empty. Errors

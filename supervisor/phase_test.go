@@ -1,11 +1,13 @@
 package supervisor
 
 import (
-	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // bare is a Supervisor that runs no loop: its phases are moved by the test
@@ -13,7 +15,7 @@ import (
 func bare(t *testing.T) (s *Supervisor, broken *[]error, log *syncBuffer) {
 	t.Helper()
 	log = &syncBuffer{}
-	s = New(Config{}, newWorld().effects(), slog.New(slog.NewTextHandler(log, nil)))
+	s = New(Config{}, newWorld().effects(), initlog.New(log, initlog.LevelInfo, initlog.Text, time.Now))
 	broken = &[]error{}
 	s.onBroken = func(err error) { *broken = append(*broken, err) }
 	return s, broken, log

@@ -3,9 +3,9 @@ package supervisor
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/podapi"
 )
 
@@ -26,7 +26,7 @@ type KubePod struct {
 	// Getenv reads the downward-API environment (os.Getenv).
 	Getenv func(string) string
 	// Log receives what happened.
-	Log *slog.Logger
+	Log *initlog.Logger
 }
 
 // Terminated writes m where the kubelet reads it; a missing file means

@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/shellproxy"
 )
 
@@ -38,7 +38,7 @@ func TestSIGTERMDuringAShellSwap(t *testing.T) {
 		Respawn:     true,
 		SwapTimeout: 2 * time.Second,
 		Reaper:      reaper,
-		Log:         slog.New(slog.DiscardHandler),
+		Log:         initlog.Discard(),
 	})
 	require.NoError(t, err)
 	dir := t.TempDir()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/lease"
 )
 
@@ -580,7 +580,7 @@ func TestHandleMapsErrorsToExitCodes(t *testing.T) {
 func TestRefusedJobStartIsLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var out syncBuffer
-		p := startPodLog(t, Config{Grace: time.Second}, slog.New(slog.NewTextHandler(&out, nil)))
+		p := startPodLog(t, Config{Grace: time.Second}, initlog.New(&out, initlog.LevelInfo, initlog.Text, time.Now))
 		synctest.Wait()
 		h := p.handle
 		require.Equal(t, control.ExitDataErr, h(control.Request{Op: control.OpJobStart, Spec: []byte(`{"id":"a","token":"sekrit-1","timeout":"x"}`)}).Code)

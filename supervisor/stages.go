@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/internal/jsonenc"
 	"github.com/warmpod/warmpod/shellproxy"
 )
 
@@ -139,7 +139,7 @@ func (s *Supervisor) startStage(jobID, name string, argv []string, dir, digest s
 		return Stage{}, fmt.Errorf("job log: %w", err)
 	}
 	defer log.Close()
-	writeMarker(log, map[string]any{"script": name})
+	writeMarker(log, nil, name)
 	if fi, err := log.Stat(); err == nil {
 		st.logStart = fi.Size()
 	}
@@ -233,15 +233,18 @@ func (s *Supervisor) finishStage(j *job, st *stage, code int, sig string, oom bo
 	}
 	st.running, st.code, st.signal, st.oom, st.ended, st.logEnd = false, code, sig, oom, time.Now(), end
 	if log != nil {
-		writeMarker(log, map[string]any{"command_exit_code": code, "script": st.name})
+		writeMarker(log, &code, st.name)
 		_ = log.Close()
 	}
 	close(st.done)
 }
 
-// writeMarker appends one JSON line, first ending a partial line so the
-// marker always stands alone (a reader JSON-parses whole lines).
-func writeMarker(f *os.File, v map[string]any) {
+// writeMarker appends one JSON line, {"script":NAME} at a stage's start
+// and {"command_exit_code":CODE,"script":NAME} at its end (members in
+// name order, as encoding/json wrote the map they once were), first
+// ending a partial line so the marker always stands alone (a reader
+// JSON-parses whole lines).
+func writeMarker(f *os.File, code *int, script string) {
 	var buf bytes.Buffer
 	if st, err := f.Stat(); err == nil && st.Size() > 0 {
 		last := make([]byte, 1)
@@ -249,8 +252,10 @@ func writeMarker(f *os.File, v map[string]any) {
 			buf.WriteByte('\n')
 		}
 	}
-	b, _ := json.Marshal(v)
-	buf.Write(b)
-	buf.WriteByte('\n')
-	_, _ = f.Write(buf.Bytes())
+	o := jsonenc.NewObject(buf.Bytes())
+	if code != nil {
+		o.Int("command_exit_code", int64(*code))
+	}
+	o.String("script", script)
+	_, _ = f.Write(append(o.End(), '\n'))
 }

@@ -1,11 +1,11 @@
 package supervisor
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/warmpod/warmpod/internal/jsonenc"
 	"github.com/warmpod/warmpod/lease"
 )
 
@@ -88,8 +88,34 @@ func (s *Supervisor) podStatus() podStatus {
 // jobs run, idle since, idle deadline, version (the probe server's
 // /status; the status operation carries the same document).
 func (s *Supervisor) StatusJSON() []byte {
-	b, _ := json.Marshal(s.podStatus())
-	return append(b, '\n')
+	st := s.podStatus()
+	return append(st.AppendJSON(nil), '\n')
+}
+
+// AppendJSON appends the status document as encoding/json.Marshal writes
+// it, the embedded lease.Status's members first (jsonenc; status_test.go
+// compares the two).
+func (p *podStatus) AppendJSON(b []byte) []byte {
+	o := jsonenc.NewObject(b)
+	o.String("state", p.State)
+	if p.JobID != "" {
+		o.String("job", p.JobID)
+	}
+	o.Int("jobs_run", int64(p.JobsRun))
+	o.Time("idle_since", p.IdleSince)
+	if p.IdleDeadline != nil {
+		o.Time("idle_deadline", *p.IdleDeadline)
+	}
+	if p.DrainReason != "" {
+		o.String("drain_reason", string(p.DrainReason))
+	}
+	o.String("version", p.Version)
+	o.String("stdio", p.Stdio)
+	if p.Shell != 0 {
+		o.Int("shell_pid", int64(p.Shell))
+	}
+	o.Uint("orphans_reaped", p.Orphans)
+	return o.End()
 }
 
 // Stall holds the loop for d (test hook, debug.stall): probes must see it.

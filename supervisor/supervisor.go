@@ -19,13 +19,13 @@ package supervisor
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/warmpod/warmpod/internal/fsuser"
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/lease"
 	"github.com/warmpod/warmpod/podapi"
 	"github.com/warmpod/warmpod/shellproxy"
@@ -104,7 +104,7 @@ type Config struct {
 type Supervisor struct {
 	// cfg, log and fx are set by New and only read afterwards.
 	cfg Config
-	log *slog.Logger
+	log *initlog.Logger
 	fx  Effects
 
 	ops     chan op       // requests for the loop (control handlers, the loop's own)
@@ -131,7 +131,7 @@ type Supervisor struct {
 
 // New prepares a Supervisor around the given effects: it starts nothing.
 // The effects must all be set.
-func New(cfg Config, fx Effects, log *slog.Logger) *Supervisor {
+func New(cfg Config, fx Effects, log *initlog.Logger) *Supervisor {
 	if cfg.CgroupRoot == "" {
 		cfg.CgroupRoot = "/sys/fs/cgroup"
 	}
@@ -148,7 +148,7 @@ func New(cfg Config, fx Effects, log *slog.Logger) *Supervisor {
 		cfg.Command = []string{"/bin/sh"}
 	}
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = initlog.Discard()
 	}
 	now := time.Now()
 	s := &Supervisor{

@@ -2,15 +2,17 @@ package supervisor
 
 import (
 	"bytes"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
 // A job's TMPDIR is on disk under TmpDir when it can be made there, in the
@@ -33,7 +35,7 @@ func TestJobTMPDIR(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				base := tc.tmpDir(t)
 				var logs bytes.Buffer
-				p := startPodLog(t, Config{TmpDir: base}, slog.New(slog.NewTextHandler(&logs, nil)))
+				p := startPodLog(t, Config{TmpDir: base}, initlog.New(&logs, initlog.LevelInfo, initlog.Text, time.Now))
 				synctest.Wait()
 				_, err := p.s.StartJob(spec("a"))
 				require.NoError(t, err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/internal/flagenv"
+	"github.com/warmpod/warmpod/internal/jsonenc"
 )
 
 const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] ...
@@ -108,30 +108,33 @@ func (c client) answer(resp *control.Response, err error) (*control.Response, in
 	return resp, resp.Code
 }
 
-func printJSON(v any) {
-	b, _ := json.Marshal(v)
-	fmt.Println(string(b))
+// printJSON prints v's JSON (jsonenc: PID 1's binary links no
+// reflection-based encoder) as one line on stdout.
+func printJSON(v jsonenc.Appender) {
+	_, _ = os.Stdout.Write(append(v.AppendJSON(nil), '\n'))
 }
 
 // result prints the one-line JSON answer of a state-changing command on
 // stdout (the executor's machine channel) and the error on stderr.
+// Its members are in name order: it was once an encoding/json map.
 func result(resp *control.Response) int {
-	out := map[string]any{"ok": resp.OK}
-	if resp.Job != "" {
-		out["job"] = resp.Job
-	}
-	if resp.State != "" {
-		out["state"] = resp.State
-	}
-	if resp.Replay {
-		out["replay"] = true
-	}
+	o := jsonenc.NewObject(nil)
 	if resp.Error != "" {
-		out["error"] = resp.Error
-		out["code"] = resp.Code
+		o.Int("code", int64(resp.Code))
+		o.String("error", resp.Error)
 		fmt.Fprintln(os.Stderr, "warmpod:", resp.Error)
 	}
-	printJSON(out)
+	if resp.Job != "" {
+		o.String("job", resp.Job)
+	}
+	o.Bool("ok", resp.OK)
+	if resp.Replay {
+		o.Bool("replay", true)
+	}
+	if resp.State != "" {
+		o.String("state", resp.State)
+	}
+	_, _ = os.Stdout.Write(append(o.End(), '\n'))
 	return resp.Code
 }
 

@@ -104,7 +104,7 @@ type attachCall struct {
 }
 
 func (a *attacher) serve(ctx context.Context, in io.Reader) int {
-	if err := a.w.WriteJSON(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: a.job, PID: os.Getpid(), Heartbeat: true}); err != nil {
+	if err := a.w.WriteDoc(muxproto.TypeHello, 0, muxproto.Hello{Version: muxproto.Version, Job: a.job, PID: os.Getpid(), Heartbeat: true}); err != nil {
 		return control.ExitIOErr
 	}
 	readErr := make(chan error, 1)
@@ -138,7 +138,7 @@ func (a *attacher) serve(ctx context.Context, in io.Reader) int {
 		case <-ctx.Done():
 			a.stopAll()
 			a.wg.Wait()
-			_ = a.w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "signal"})
+			_ = a.w.WriteDoc(muxproto.TypeBye, 0, muxproto.Bye{Reason: "signal"})
 			return 0
 		case <-tick.C:
 			current, code := attachJobState(ctx, a.sock, a.job)
@@ -157,7 +157,7 @@ func (a *attacher) serve(ctx context.Context, in io.Reader) int {
 				a.ended = true
 				a.mu.Unlock()
 				a.wg.Wait()
-				_ = a.w.WriteJSON(muxproto.TypeBye, 0, muxproto.Bye{Reason: "job-ended"})
+				_ = a.w.WriteDoc(muxproto.TypeBye, 0, muxproto.Bye{Reason: "job-ended"})
 				return 0
 			}
 		}
@@ -208,7 +208,7 @@ func (a *attacher) handle(f muxproto.Frame) error {
 // with a refused Exit at once.
 func (a *attacher) open(ch uint32, argv []string) {
 	refuse := func(format string, v ...any) {
-		_ = a.w.WriteJSON(muxproto.TypeExit, ch, muxproto.Exit{Error: fmt.Sprintf(format, v...), Refused: true})
+		_ = a.w.WriteDoc(muxproto.TypeExit, ch, muxproto.Exit{Error: fmt.Sprintf(format, v...), Refused: true})
 	}
 	if !muxproto.Carried(argv) {
 		refuse("job attach runs only the warmpod job commands of muxproto.Carried, not %q", argv)
@@ -263,7 +263,7 @@ func (a *attacher) open(ch uint32, argv []string) {
 		if exit.Code < 0 {
 			exit = muxproto.Exit{Error: fmt.Sprintf("warmpod %s in the pod: %v", argv[2], err)}
 		}
-		_ = a.w.WriteJSON(muxproto.TypeExit, ch, exit)
+		_ = a.w.WriteDoc(muxproto.TypeExit, ch, exit)
 	}()
 }
 

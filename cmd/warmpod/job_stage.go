@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -116,8 +115,7 @@ func jobStage(args []string) int {
 		fmt.Fprintln(os.Stderr, "warmpod: job stage:", err)
 		return control.ExitIOErr
 	}
-	b, _ := json.Marshal(final)
-	_, _ = os.Stderr.Write(append(b, '\n'))
+	_, _ = os.Stderr.Write(append(final.AppendJSON(nil), '\n'))
 	if final.ExitCode == nil {
 		return control.ExitIOErr
 	}

@@ -3,37 +3,44 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/warmpod/warmpod/internal/initlog"
 )
 
-// newLogger builds PID 1's logger: log/slog's text or JSON handler on
-// stderr, or on file (appended, 0600, close-on-exec so no child inherits
-// it). The returned func closes the file. Errors: an unknown level or
-// format, or the file's open error.
-func newLogger(level, format, file string) (*slog.Logger, func(), error) {
-	var lvl slog.Level
+// newLogger builds PID 1's logger (internal/initlog: log/slog's text or
+// JSON lines) on stderr, or on file (appended, 0600, close-on-exec so no
+// child inherits it). The returned func closes the file. Errors: an
+// unknown level or format, or the file's open error.
+func newLogger(level, format, file string) (*initlog.Logger, func(), error) {
+	var lvl initlog.Level
 	switch strings.ToLower(level) {
 	case "trace":
-		lvl = levelTrace
+		lvl = initlog.LevelTrace
 	case "debug":
-		lvl = slog.LevelDebug
+		lvl = initlog.LevelDebug
 	case "info":
-		lvl = slog.LevelInfo
+		lvl = initlog.LevelInfo
 	case "warn":
-		lvl = slog.LevelWarn
+		lvl = initlog.LevelWarn
 	case "error":
-		lvl = slog.LevelError
+		lvl = initlog.LevelError
 	case "off":
-		lvl = levelOff
+		lvl = initlog.LevelOff
 	default:
 		return nil, nil, fmt.Errorf("log level %q: want trace, debug, info, warn, error or off", level)
 	}
-	format = strings.ToLower(format)
-	if format != "text" && format != "json" {
+	var f initlog.Format
+	switch strings.ToLower(format) {
+	case "text":
+		f = initlog.Text
+	case "json":
+		f = initlog.JSON
+	default:
 		return nil, nil, fmt.Errorf("log format %q: want text or json", format)
 	}
 	var out io.Writer = os.Stderr
@@ -45,21 +52,8 @@ func newLogger(level, format, file string) (*slog.Logger, func(), error) {
 		}
 		out, closeFn = fh, func() { _ = fh.Close() }
 	}
-	if lvl == levelOff {
-		return slog.New(slog.DiscardHandler), closeFn, nil
+	if lvl == initlog.LevelOff {
+		return initlog.Discard(), closeFn, nil
 	}
-	opts := &slog.HandlerOptions{Level: lvl}
-	if format == "json" {
-		// slog's JSON handler writes a time.Duration as integer
-		// nanoseconds; the text handler, the flags and the job spec all
-		// write "1m30s", so the JSON log does too.
-		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
-			if a.Value.Kind() == slog.KindDuration {
-				a.Value = slog.StringValue(a.Value.Duration().String())
-			}
-			return a
-		}
-		return slog.New(slog.NewJSONHandler(out, opts)), closeFn, nil
-	}
-	return slog.New(slog.NewTextHandler(out, opts)), closeFn, nil
+	return initlog.New(out, lvl, f, time.Now), closeFn, nil
 }

@@ -7,7 +7,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"runtime"
 
@@ -57,10 +56,3 @@ var errHelp = errors.New("help")
 
 // errPrinted: the flag package has printed the error and the usage.
 var errPrinted = errors.New("bad flags")
-
-// levelTrace is below slog's Debug as hclog's Trace was: the flag keeps
-// accepting "trace", and nothing in PID 1 logs at it today.
-const levelTrace = slog.LevelDebug - 4
-
-// levelOff is above every level PID 1 logs at.
-const levelOff = slog.LevelError + 100

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/internal/flagenv"
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/internal/sigwait"
 	"github.com/warmpod/warmpod/probe"
 	"github.com/warmpod/warmpod/shellproxy"
@@ -180,7 +180,7 @@ func pid1(args []string) int {
 
 // newSupervisor builds the supervisor with its real effects: the shell
 // proxy and reaper, /proc, pidfds and the pod's API.
-func newSupervisor(c pid1Config, log *slog.Logger) (*supervisor.Supervisor, error) {
+func newSupervisor(c pid1Config, log *initlog.Logger) (*supervisor.Supervisor, error) {
 	reaper := shellproxy.NewReaper()
 	proxy, err := shellproxy.New(shellproxy.Config{
 		Command: c.sup.Command,
@@ -213,7 +213,7 @@ func newSupervisor(c pid1Config, log *slog.Logger) (*supervisor.Supervisor, erro
 
 // serve runs the control socket and the probe server beside the
 // supervisor until it returns PID 1's exit status.
-func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeLn net.Listener, sigs chan os.Signal, log *slog.Logger) int {
+func serve(c pid1Config, sup *supervisor.Supervisor, srv *control.Server, probeLn net.Listener, sigs chan os.Signal, log *initlog.Logger) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if srv != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"os/signal"
@@ -10,13 +9,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/shellproxy"
 )
 
 // initProcess readies this process's signals as an init's: inherited
 // ignored signals reset for its children, and every signal delivered to
 // the returned channel.
-func initProcess(log *slog.Logger) chan os.Signal {
+func initProcess(log *initlog.Logger) chan os.Signal {
 	if caught := shellproxy.CatchIgnoredSignals(); len(caught) > 0 {
 		log.Debug("inherited ignored signals reset for children", "signals", fmt.Sprint(caught))
 	}
@@ -29,7 +29,7 @@ func initProcess(log *slog.Logger) chan os.Signal {
 // PID 1, so that orphans are still reaped. It runs once this process is
 // sure to be the pod's init (after the control socket check), before the
 // first child.
-func becomeSubreaper(log *slog.Logger) {
+func becomeSubreaper(log *initlog.Logger) {
 	if os.Getpid() == 1 {
 		return
 	}
@@ -61,7 +61,7 @@ func caught() []os.Signal {
 // reaches a child, cwd "/", no core
 // dumps and not dumpable, so job code running as another user cannot read
 // PID 1's memory, environment or fds through /proc (prctl(2) PR_SET_DUMPABLE).
-func harden(log *slog.Logger) {
+func harden(log *initlog.Logger) {
 	// Descriptors inherited from whoever started PID 1 (a runtime, a test
 	// harness) must not leak into the shell: mark every fd >= 3 close-on-exec.
 	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {

@@ -11,19 +11,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/podapi"
 )
 
 func main() {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("component", "selfdelete")
+	log := initlog.New(os.Stderr, initlog.LevelDebug, initlog.Text, time.Now).With("component", "selfdelete")
 	c, err := podapi.FromEnv(os.Getenv, "")
 	if err != nil {
 		log.Error("no in-cluster config", "error", err)
