@@ -16,33 +16,19 @@ import (
 func (r *Request) AppendJSON(b []byte) []byte {
 	o := jsonenc.NewObject(b)
 	o.String("op", r.Op)
-	if r.Job != "" {
-		o.String("job", r.Job)
-	}
+	o.OmitEmpty("job", r.Job)
 	if len(r.Spec) > 0 {
 		o.Raw("spec", r.Spec)
 	}
-	if r.Probe != "" {
-		o.String("probe", r.Probe)
-	}
-	if r.Stage != "" {
-		o.String("stage", r.Stage)
-	}
+	o.OmitEmpty("probe", r.Probe)
+	o.OmitEmpty("stage", r.Stage)
 	if len(r.Argv) > 0 {
 		o.Strings("argv", r.Argv)
 	}
-	if r.Dir != "" {
-		o.String("dir", r.Dir)
-	}
-	if r.SHA256 != "" {
-		o.String("sha256", r.SHA256)
-	}
-	if r.Path != "" {
-		o.String("path", r.Path)
-	}
-	if r.Duration != "" {
-		o.String("duration", r.Duration)
-	}
+	o.OmitEmpty("dir", r.Dir)
+	o.OmitEmpty("sha256", r.SHA256)
+	o.OmitEmpty("path", r.Path)
+	o.OmitEmpty("duration", r.Duration)
 	return o.End()
 }
 
@@ -51,11 +37,9 @@ func (r *Response) AppendJSON(b []byte) []byte {
 	o := jsonenc.NewObject(b)
 	o.Bool("ok", r.OK)
 	o.Int("code", int64(r.Code))
-	for _, m := range [...]struct{ name, v string }{{"error", r.Error}, {"job", r.Job}, {"state", r.State}} {
-		if m.v != "" {
-			o.String(m.name, m.v)
-		}
-	}
+	o.OmitEmpty("error", r.Error)
+	o.OmitEmpty("job", r.Job)
+	o.OmitEmpty("state", r.State)
 	if r.Replay {
 		o.Bool("replay", true)
 	}
@@ -68,11 +52,9 @@ func (r *Response) AppendJSON(b []byte) []byte {
 	if len(r.Data) > 0 {
 		o.Raw("data", r.Data)
 	}
-	for _, m := range [...]struct{ name, v string }{{"log_path", r.LogPath}, {"user", r.User}, {"job_dir", r.JobDir}} {
-		if m.v != "" {
-			o.String(m.name, m.v)
-		}
-	}
+	o.OmitEmpty("log_path", r.LogPath)
+	o.OmitEmpty("user", r.User)
+	o.OmitEmpty("job_dir", r.JobDir)
 	return o.End()
 }
 
@@ -87,9 +69,7 @@ func (s *StageStatus) AppendJSON(b []byte) []byte {
 	if s.ExitCode != nil {
 		o.Int("exit_code", int64(*s.ExitCode))
 	}
-	if s.Signal != "" {
-		o.String("signal", s.Signal)
-	}
+	o.OmitEmpty("signal", s.Signal)
 	o.Bool("oom_killed", s.OOMKilled)
 	o.Time("started", s.Started)
 	if s.Ended != nil {
@@ -99,9 +79,7 @@ func (s *StageStatus) AppendJSON(b []byte) []byte {
 	if s.LogEnd != nil {
 		o.Int("log_end", *s.LogEnd)
 	}
-	if s.SHA256 != "" {
-		o.String("sha256", s.SHA256)
-	}
+	o.OmitEmpty("sha256", s.SHA256)
 	if s.Replay {
 		o.Bool("replay", true)
 	}

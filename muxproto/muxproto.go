@@ -182,9 +182,7 @@ func (h Hello) AppendJSON(b []byte) []byte {
 	o := jsonenc.NewObject(b)
 	o.Int("version", int64(h.Version))
 	o.String("job", h.Job)
-	if h.PodUID != "" {
-		o.String("pod_uid", h.PodUID)
-	}
+	o.OmitEmpty("pod_uid", h.PodUID)
 	if h.PID != 0 {
 		o.Int("pid", int64(h.PID))
 	}
@@ -205,9 +203,7 @@ func (op Open) AppendJSON(b []byte) []byte {
 func (e Exit) AppendJSON(b []byte) []byte {
 	o := jsonenc.NewObject(b)
 	o.Int("code", int64(e.Code))
-	if e.Error != "" {
-		o.String("error", e.Error)
-	}
+	o.OmitEmpty("error", e.Error)
 	if e.Refused {
 		o.Bool("refused", true)
 	}

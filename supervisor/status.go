@@ -98,9 +98,7 @@ func (s *Supervisor) StatusJSON() []byte {
 func (p *podStatus) AppendJSON(b []byte) []byte {
 	o := jsonenc.NewObject(b)
 	o.String("state", p.State)
-	if p.JobID != "" {
-		o.String("job", p.JobID)
-	}
+	o.OmitEmpty("job", p.JobID)
 	o.Int("jobs_run", int64(p.JobsRun))
 	o.Time("idle_since", p.IdleSince)
 	if p.IdleDeadline != nil {

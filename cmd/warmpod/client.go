@@ -124,16 +124,12 @@ func result(resp *control.Response) int {
 		o.String("error", resp.Error)
 		fmt.Fprintln(os.Stderr, "warmpod:", resp.Error)
 	}
-	if resp.Job != "" {
-		o.String("job", resp.Job)
-	}
+	o.OmitEmpty("job", resp.Job)
 	o.Bool("ok", resp.OK)
 	if resp.Replay {
 		o.Bool("replay", true)
 	}
-	if resp.State != "" {
-		o.String("state", resp.State)
-	}
+	o.OmitEmpty("state", resp.State)
 	_, _ = os.Stdout.Write(append(o.End(), '\n'))
 	return resp.Code
 }

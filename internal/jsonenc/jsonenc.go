@@ -200,6 +200,14 @@ func (o *Object) String(name, v string) {
 	o.b = AppendString(o.b, v)
 }
 
+// OmitEmpty adds the member name with a string value unless v is empty,
+// as a field tagged omitempty.
+func (o *Object) OmitEmpty(name, v string) {
+	if v != "" {
+		o.String(name, v)
+	}
+}
+
 // Int adds the member name with an integer value.
 func (o *Object) Int(name string, v int64) {
 	o.key(name)

@@ -136,4 +136,9 @@ func TestObject(t *testing.T) {
 	assert.Equal(t, "prefix "+marshal(t, v), string(o.End()))
 	empty := NewObject(nil)
 	assert.Equal(t, "{}", string(empty.End()))
+	omit := NewObject(nil)
+	omit.OmitEmpty("a", "")
+	omit.OmitEmpty("b", "x")
+	omit.OmitEmpty("c", "")
+	assert.Equal(t, `{"b":"x"}`, string(omit.End()))
 }
