@@ -266,7 +266,3 @@ func (o *Object) End() []byte { return append(o.b, '}') }
 type Appender interface {
 	AppendJSON(b []byte) []byte
 }
-
-// Marshal returns v's JSON in a new slice, for callers that want
-// json.Marshal's shape.
-func Marshal(v Appender) []byte { return v.AppendJSON(nil) }
