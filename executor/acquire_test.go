@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
 )
@@ -31,7 +32,7 @@ func (a *acquireCluster) note(s string) {
 	*a.log = append(*a.log, s)
 }
 
-func (a *acquireCluster) ClaimWarm(context.Context, pool.Pool, pool.Owner, time.Duration) (*pool.Pod, error) {
+func (a *acquireCluster) ClaimWarm(context.Context, pool.Pool, pool.Owner, time.Duration, *corev1.ResourceRequirements) (*pool.Pod, error) {
 	return &pool.Pod{Name: "warm-1"}, nil
 }
 

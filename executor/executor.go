@@ -17,11 +17,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/warmpod/warmpod/control"
@@ -31,9 +33,10 @@ import (
 // Cluster is what the executor needs of Kubernetes; *pool.Cluster is the
 // real one, tests use a fake.
 type Cluster interface {
-	// ClaimWarm claims a Ready idle pod of p for owner within wait; nil
-	// when there is none.
-	ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error)
+	// ClaimWarm claims a Ready idle pod of p for owner within wait,
+	// resized in place to fit first when fit is set; nil when there is
+	// none ([pool.Cluster.ClaimWarm]).
+	ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error)
 	// CreateCold creates a pod from p's template, annotated with why, and
 	// waits until it is Ready (at most timeout).
 	CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error)
@@ -132,11 +135,16 @@ type Job struct {
 	// instead of Acquire's p (the job asks for resources p's pods do not
 	// have, and gets them on a cold pod).
 	Cold *pool.Pool
+	// Resize, when set, is the cpu and memory a warm pod must have for
+	// the job: the claim resizes the pod in place before it takes it
+	// (pool.Cluster.ClaimWarm's fit). A resize the API server refuses
+	// sends the job to a cold pod (Cold's template); it is logged.
+	Resize *corev1.ResourceRequirements
 	// Fit, when set, runs on a claimed warm pod before job start, to make
-	// it what the job asks (an in-place resize); cl reaches the pod
-	// through the job's multiplexer (Core.Attach), whose stream opens
-	// meanwhile. An error releases the pod (it is deleted) and the job
-	// gets a cold pod; it is logged.
+	// it what the job asks (waiting for the kubelet to apply Resize); cl
+	// reaches the pod through the job's multiplexer (Core.Attach), whose
+	// stream opens meanwhile. An error releases the pod (it is deleted)
+	// and the job gets a cold pod; it is logged.
 	Fit func(ctx context.Context, cl Cluster, pod pool.Pod) error
 }
 
@@ -161,7 +169,14 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 		var cl Cluster
 		release := func(bool) {}
 		if warm {
-			if pod, err = c.Cluster.ClaimWarm(ctx, p, job.Owner, c.WarmWait); err != nil {
+			pod, err = c.Cluster.ClaimWarm(ctx, p, job.Owner, c.WarmWait, job.Resize)
+			switch {
+			case errors.Is(err, pool.ErrResizeUnsupported):
+				// Every pod of the pool would be refused alike, and
+				// none was claimed.
+				fmt.Fprintf(c.Log, "warmpod: warm pods of pool %s cannot be resized in place: %v: creating a cold pod\n", p.Name, err)
+				pod, warm, released = nil, false, true
+			case err != nil:
 				return pool.Pod{}, &SystemError{Err: err}
 			}
 			if pod != nil && job.Fit != nil {

@@ -491,7 +491,7 @@ func pbClaimPath(ctx context.Context, rc *rest.Config, ns string, j pbJob, t0 ti
 	}
 	owner := pool.Owner{Job: strconv.Itoa(j.id), Server: pbServer}
 	began := time.Now()
-	pod, err := k.ClaimWarm(ctx, *p, owner, pbWarmWait)
+	pod, err := k.ClaimWarm(ctx, *p, owner, pbWarmWait, nil)
 	if err != nil {
 		r.err = fmt.Errorf("claim: %w", err)
 		return r

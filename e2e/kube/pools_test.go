@@ -218,7 +218,7 @@ func TestPoolControllerSizesAndSurvivesItsLeader(t *testing.T) {
 				defer wg.Done()
 				owner := pool.Owner{Job: fmt.Sprint(from + i), Server: "e2e"}
 				began := time.Now()
-				pod, err := cl.ClaimWarm(ctx, p, owner, 0)
+				pod, err := cl.ClaimWarm(ctx, p, owner, 0, nil)
 				assert.NoError(t, err)
 				if pod == nil {
 					got, err := cl.CreateCold(ctx, p, owner, pool.Cold{Reason: pool.ColdNoIdle, Waited: time.Since(began)}, 3*time.Minute)

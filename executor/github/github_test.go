@@ -22,6 +22,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/pool"
@@ -60,9 +61,9 @@ func (f *fakeCluster) Pools(ctx context.Context) (*pool.Set, error) {
 	return f.kube.Pools(ctx)
 }
 
-func (f *fakeCluster) ClaimWarm(ctx context.Context, p pool.Pool, o pool.Owner, wait time.Duration) (*pool.Pod, error) {
+func (f *fakeCluster) ClaimWarm(ctx context.Context, p pool.Pool, o pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
 	if f.kube != nil {
-		return f.kube.ClaimWarm(ctx, p, o, wait)
+		return f.kube.ClaimWarm(ctx, p, o, wait, fit)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 )
@@ -38,12 +40,12 @@ func (l *lazyCluster) get() (Cluster, error) {
 	return l.cl, l.err
 }
 
-func (l *lazyCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error) {
+func (l *lazyCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
 	cl, err := l.get()
 	if err != nil {
 		return nil, err
 	}
-	return cl.ClaimWarm(ctx, p, owner, wait)
+	return cl.ClaimWarm(ctx, p, owner, wait, fit)
 }
 
 func (l *lazyCluster) CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error) {

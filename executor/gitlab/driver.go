@@ -30,10 +30,10 @@ type Cluster interface {
 	executor.Cluster
 	// Pools reads the pool Deployments of the namespace ([pool.Cluster.Pools]).
 	Pools(ctx context.Context) (*pool.Set, error)
-	// Resize changes the pod's build container's cpu and memory in place
-	// and waits until the kubelet has applied it, asking the pod through
-	// via ([pool.Cluster.Resize]).
-	Resize(ctx context.Context, p pool.Pod, res corev1.ResourceRequirements, timeout time.Duration, via pool.Execer) error
+	// AwaitResize waits until the kubelet has applied the in-place resize
+	// the claim sent, asking the pod through via
+	// ([pool.Cluster.AwaitResize]).
+	AwaitResize(ctx context.Context, p pool.Pod, timeout time.Duration, via pool.Execer) error
 	// Nodes lists the nodes a template's pods may run on, with what each
 	// can allocate ([pool.Cluster.Nodes]).
 	Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]pool.Node, error)
@@ -375,9 +375,9 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 
 // fitResources arranges the job's resources: its cold pod's template gets
 // them (ej.Cold); a warm pod whose build container has other cpu or memory
-// is resized in place before job start (ej.Fit), and released for a cold
-// pod when the resize is refused, infeasible or not applied within
-// ResizeTimeout. A change the kubelet cannot make in place (ephemeral
+// is resized in place as it is claimed (ej.Resize) and waited for before
+// job start (ej.Fit), and released for a cold pod when the resize is
+// refused, infeasible or not applied within ResizeTimeout. A change the kubelet cannot make in place (ephemeral
 // storage) skips the warm pool. It returns whether to claim warm; an
 // error before anything is claimed: a request above its limit once merged
 // with the pool's, or a pod no node of the pool can ever hold
@@ -410,9 +410,13 @@ func (d *Driver) fitResources(ctx context.Context, ej *executor.Job, p pool.Pool
 	if !inPlace || !warm {
 		return warm, nil
 	}
+	ej.Resize = &want
 	ej.Fit = func(ctx context.Context, cl executor.Cluster, pod pool.Pod) error {
 		t0 := d.Now()
-		if err := d.Cluster.Resize(ctx, pod, want, d.Cfg.ResizeTimeout, cl); err != nil {
+		if pod.Resizing != nil {
+			t0 = pod.Resizing.Sent
+		}
+		if err := d.Cluster.AwaitResize(ctx, pod, d.Cfg.ResizeTimeout, cl); err != nil {
 			return fmt.Errorf("resize to %s: %w", describe(want), err)
 		}
 		fmt.Fprintf(d.Stdout, "warmpod: warm pod %s resized in place to %s in %d ms\n", pod.Name, describe(want), d.Now().Sub(t0).Milliseconds())

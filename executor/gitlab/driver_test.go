@@ -35,9 +35,12 @@ type fakeCluster struct {
 	exec func(argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)
 	// pools answers Pools (nil: an error, the manifest should be used).
 	pools *pool.Set
-	// resize answers Resize (nil: success); resized records the calls.
+	// resize answers AwaitResize (nil: success); resized records the
+	// claims' resizes; refuse, when set, is ClaimWarm's answer to a
+	// resize (nothing claimed).
 	resize  func(p pool.Pod, res corev1.ResourceRequirements) error
 	resized []string
+	refuse  error
 	// coldPools records the pools CreateCold made pods from.
 	coldPools []pool.Pool
 	// nodes and nodesErr answer Nodes; nodesAsked counts the calls.
@@ -60,24 +63,30 @@ func (f *fakeCluster) Pools(context.Context) (*pool.Set, error) {
 	return f.pools, nil
 }
 
-func (f *fakeCluster) Resize(_ context.Context, p pool.Pod, res corev1.ResourceRequirements, _ time.Duration, _ pool.Execer) error {
+func (f *fakeCluster) AwaitResize(_ context.Context, p pool.Pod, _ time.Duration, _ pool.Execer) error {
 	f.mu.Lock()
-	f.resized = append(f.resized, p.Name+" "+describe(res))
 	fn := f.resize
 	f.mu.Unlock()
-	if fn == nil {
+	if fn == nil || p.Resizing == nil {
 		return nil
 	}
-	return fn(p, res)
+	return fn(p, p.Resizing.Want)
 }
 
-func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration) (*pool.Pod, error) {
+func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.warm) == 0 {
 		return nil, nil
 	}
 	pod := f.warm[0]
+	if fit != nil {
+		f.resized = append(f.resized, pod.Name+" "+describe(*fit))
+		if f.refuse != nil {
+			return nil, f.refuse
+		}
+		pod.Resizing = &pool.Resizing{Want: *fit, Sent: time.Now()}
+	}
 	f.warm = f.warm[1:]
 	return &pod, nil
 }

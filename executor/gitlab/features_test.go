@@ -3,6 +3,7 @@ package gitlab
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -230,7 +231,7 @@ func TestPrepareResizesAWarmPodInPlace(t *testing.T) {
 }
 
 func TestPrepareFallsBackColdWhenTheResizeFails(t *testing.T) {
-	for _, rerr := range []error{pool.ErrResizeInfeasible, pool.ErrResizeNotApplied, pool.ErrResizeUnsupported} {
+	for _, rerr := range []error{pool.ErrResizeInfeasible, pool.ErrResizeNotApplied} {
 		t.Run(rerr.Error(), func(t *testing.T) {
 			fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
 				resize: func(pool.Pod, corev1.ResourceRequirements) error { return rerr }}
@@ -245,6 +246,22 @@ func TestPrepareFallsBackColdWhenTheResizeFails(t *testing.T) {
 			assert.Contains(t, out.String(), "runs on cold pod cold-1")
 		})
 	}
+}
+
+// A resize the API server refuses is refused before the claim: no pod is
+// claimed or deleted.
+func TestPrepareGoesColdWhenNoPodCanBeResized(t *testing.T) {
+	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
+		refuse: fmt.Errorf("%w: the QoS class would change", pool.ErrResizeUnsupported)}
+	d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "2"})
+	require.NoError(t, d.Prepare(context.Background()))
+	assert.Empty(t, fc.deleted)
+	assert.Len(t, fc.warm, 1, "nothing claimed")
+	require.Len(t, fc.coldPools, 1)
+	c := fc.coldPools[0].BuildContainer(&fc.coldPools[0].Template)
+	assert.Equal(t, "2", c.Resources.Requests.Cpu().String(), "the cold pod gets the job's resources")
+	assert.Contains(t, out.String(), "warm pods of pool alpine cannot be resized in place: in-place resize not possible: the QoS class would change: creating a cold pod")
+	assert.Contains(t, out.String(), "runs on cold pod cold-1")
 }
 
 func TestPrepareEphemeralStorageGoesCold(t *testing.T) {

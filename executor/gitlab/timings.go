@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 )
@@ -61,9 +63,9 @@ type timedCluster struct {
 	d *Driver
 }
 
-func (t *timedCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error) {
+func (t *timedCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
 	defer t.d.Span("claim warm (list idle pods, patch)", t.d.Now())
-	return t.Cluster.ClaimWarm(ctx, p, owner, wait)
+	return t.Cluster.ClaimWarm(ctx, p, owner, wait, fit)
 }
 
 func (t *timedCluster) CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error) {

@@ -11,11 +11,9 @@ import (
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -94,7 +92,7 @@ func TestPoolsFromTheCluster(t *testing.T) {
 	assert.False(t, golang.Stale(), "the warning says what to do instead")
 
 	// A pending pool claims nothing.
-	pod, err := k.ClaimWarm(context.Background(), alpine, Owner{Job: "1"}, 0)
+	pod, err := k.ClaimWarm(context.Background(), alpine, Owner{Job: "1"}, 0, nil)
 	require.NoError(t, err)
 	assert.Nil(t, pod)
 }
@@ -159,57 +157,29 @@ func TestResizeApplied(t *testing.T) {
 	}
 }
 
-func TestResizeAgainstTheAPI(t *testing.T) {
+// AwaitResize reads the pod's status until the kubelet reports the claim's
+// resize (no pod to ask here: the status alone decides).
+func TestAwaitResizeAgainstTheAPI(t *testing.T) {
 	q := resource.MustParse
 	want := corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("500m")}, Limits: corev1.ResourceList{"memory": q("256Mi")}}
 	pod := func() *corev1.Pod {
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "ci", Generation: 1},
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "ci", Generation: 2},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build"}}}}
 	}
-	target := Pod{Name: "w1", Namespace: "ci", Container: "build"}
+	target := Pod{Name: "w1", Namespace: "ci", Container: "build", Resizing: &Resizing{Want: want, Before: pod(), Sent: time.Now()}}
 
-	t.Run("no pods/resize (before 1.33)", func(t *testing.T) {
-		cs := fake.NewClientset(pod())
-		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-			if a.GetSubresource() == "resize" {
-				return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods/resize"}, "w1")
-			}
-			return false, nil, nil
-		})
-		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second, nil)
-		assert.ErrorIs(t, err, ErrResizeUnsupported)
-		assert.Contains(t, err.Error(), "Kubernetes < 1.33")
-	})
-
-	t.Run("the pod is gone", func(t *testing.T) {
-		err := (&Cluster{CS: fake.NewClientset(), Namespace: "ci"}).Resize(context.Background(), target, want, time.Second, nil)
-		require.Error(t, err)
-		assert.Contains(t, err.Error(), "the pod is gone")
-		assert.NotErrorIs(t, err, ErrResizeUnsupported)
-	})
-
-	t.Run("a QoS change is refused", func(t *testing.T) {
-		cs := fake.NewClientset(pod())
-		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-			return true, nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "w1", nil)
-		})
-		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, time.Second, nil)
-		assert.ErrorIs(t, err, ErrResizeUnsupported)
+	t.Run("nothing to wait for", func(t *testing.T) {
+		cs := fake.NewClientset()
+		require.NoError(t, (&Cluster{CS: cs, Namespace: "ci"}).AwaitResize(context.Background(), Pod{Name: "w1"}, time.Second, nil))
+		assert.Empty(t, cs.Actions())
 	})
 
 	t.Run("applied by the kubelet after a while", func(t *testing.T) {
 		cs := fake.NewClientset(pod())
-		var patched []byte
 		gets := 0
-		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-			require.Equal(t, "resize", a.GetSubresource())
-			patched = a.(k8stesting.PatchAction).GetPatch()
-			return true, pod(), nil
-		})
 		cs.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 			gets++
 			p := pod()
-			p.Generation = 2
 			p.Status.ObservedGeneration = 2
 			res := &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("10m")}}
 			if gets >= 3 { // the kubelet's report arrives on the third look
@@ -220,10 +190,9 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "build", Resources: res}}
 			return true, p, nil
 		})
-		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 5*time.Second, nil)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).AwaitResize(context.Background(), target, 5*time.Second, nil)
 		require.NoError(t, err)
 		assert.Equal(t, 3, gets)
-		assert.JSONEq(t, `{"spec":{"containers":[{"name":"build","resources":{"requests":{"cpu":"500m"},"limits":{"memory":"256Mi"}}}]}}`, string(patched), "only the warmpod container's cpu and memory")
 	})
 
 	t.Run("deferred past the bound", func(t *testing.T) {
@@ -233,7 +202,7 @@ func TestResizeAgainstTheAPI(t *testing.T) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred, Message: "node is full for now"}}
 			return true, p, nil
 		})
-		err := (&Cluster{CS: cs, Namespace: "ci"}).Resize(context.Background(), target, want, 200*time.Millisecond, nil)
+		err := (&Cluster{CS: cs, Namespace: "ci"}).AwaitResize(context.Background(), target, 200*time.Millisecond, nil)
 		assert.ErrorIs(t, err, ErrResizeNotApplied)
 		assert.Contains(t, err.Error(), "node is full for now")
 	})

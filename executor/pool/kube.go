@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -47,6 +48,9 @@ type Pod struct {
 	// Sidecars counts the pod's containers other than warmpod's (a job's
 	// services): Delete gives them SidecarGrace.
 	Sidecars int `json:"sidecars,omitempty"`
+	// Resizing is the in-place resize ClaimWarm sent for this claim; nil:
+	// none. It lives only in the call that claimed the pod.
+	Resizing *Resizing `json:"-"`
 }
 
 // SidecarGrace is the termination grace period Delete gives a pod with
@@ -82,7 +86,25 @@ var ErrNotReady = errors.New("pod not ready")
 // are the API server's, other than conflicts and pods gone meanwhile. A pod
 // the pool controller marked AnnotationRetiring is never claimed; the claim
 // records AnnotationClaimedAt and AnnotationClaimWait for it.
-func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration) (*Pod, error) {
+//
+// fit, when set, is the cpu and memory the job's pod must have: each pod
+// is resized in place (pods/resize, the pod's resourceVersion as the
+// precondition) before its claim, and the returned Pod's Resizing says
+// what to wait for ([Cluster.AwaitResize]). The resize goes first
+// because the kubelet answers the first change of an idle pod at once,
+// but a second change that follows within a few milliseconds waits for
+// its next relist of the node's containers, up to a second
+// (bench/resize-breakdown.md). A resize the API server refuses (the
+// QoS class would change, no pods/resize) is an error wrapping
+// [ErrResizeUnsupported], and nothing was claimed. A claim with fit
+// tries the pods that have been Ready for a few seconds first
+// (resizeSettle).
+//
+// A pod whose metadata.generation is above 1 had its spec changed since
+// it was created: another claimer's resize is in flight, or something
+// else changed it; it is never claimed. That is what keeps a claim
+// without fit from taking a pod another claimer has just resized.
+func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*Pod, error) {
 	if p.Pending {
 		return nil, nil
 	}
@@ -96,19 +118,26 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.
 		}
 		var ready []corev1.Pod
 		for _, pod := range list.Items {
-			if PodReady(&pod) && pod.Annotations[AnnotationRetiring] == "" {
+			if PodReady(&pod) && pod.Annotations[AnnotationRetiring] == "" && pod.Generation <= 1 {
 				ready = append(ready, pod)
 			}
 		}
 		rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
+		if fit != nil {
+			settledFirst(ready, time.Now())
+		}
 		for i := range ready {
-			pod, err := k.claim(ctx, &ready[i], owner, time.Since(began))
+			pod, resizing, err := k.claimFit(ctx, &ready[i], p.Container, owner, time.Since(began), fit)
 			if err == nil {
 				return &Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
-					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true, Sidecars: len(p.Sidecars())}, nil
+					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true, Sidecars: len(p.Sidecars()),
+					Resizing: resizing}, nil
 			}
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				continue
+			}
+			if errors.Is(err, ErrResizeUnsupported) {
+				return nil, err
 			}
 			return nil, fmt.Errorf("claim pod %s: %w", ready[i].Name, err)
 		}
@@ -122,6 +151,104 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.
 		}
 	}
 }
+
+// resizeSettle is how long a pod must have been Ready for a resize of it
+// to be applied at once: the kubelet applies a resize of a pod that
+// became Ready within about the last two seconds only after its next
+// relists, about 2 s later, where one Ready for longer has it in its
+// cgroup within ~50 ms (bench/resize-timeline.md). The Ready condition's
+// time has whole seconds, hence one more.
+const resizeSettle = 3 * time.Second
+
+// settledFirst moves the pods that have been Ready for resizeSettle at
+// now ahead of the others, keeping the order within each group.
+func settledFirst(pods []corev1.Pod, now time.Time) {
+	settled := func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return !c.LastTransitionTime.IsZero() && now.Sub(c.LastTransitionTime.Time) >= resizeSettle
+			}
+		}
+		return false
+	}
+	slices.SortStableFunc(pods, func(a, b corev1.Pod) int {
+		switch sa, sb := settled(&a), settled(&b); {
+		case sa && !sb:
+			return -1
+		case sb && !sa:
+			return 1
+		}
+		return 0
+	})
+}
+
+// claimTries bounds how often claimFit claims a pod it has resized: each
+// conflict is the kubelet's status write (the resize's progress), which
+// claimFit reads and claims again after.
+const claimTries = 10
+
+// claimFit claims listed for owner, resized to fit first when fit is set
+// (see [Cluster.ClaimWarm]). A conflict or a pod gone is returned as the
+// API server's error: the caller tries the next pod.
+func (k *Cluster) claimFit(ctx context.Context, listed *corev1.Pod, container string, owner Owner, waited time.Duration, fit *corev1.ResourceRequirements) (*corev1.Pod, *Resizing, error) {
+	if fit == nil {
+		pod, err := k.claim(ctx, listed, owner, waited)
+		return pod, nil, err
+	}
+	r := &Resizing{Want: resizable(*fit), Before: listed, Sent: time.Now()}
+	if listed.Generation == 0 {
+		// An API server that keeps no generation for pods (before 1.33)
+		// cannot tell a resized idle pod from an untouched one: claim
+		// first, then resize the pod that is ours.
+		pod, err := k.claim(ctx, listed, owner, waited)
+		if err != nil {
+			return nil, nil, err
+		}
+		r.Sent = time.Now()
+		if _, err := k.patchResize(ctx, listed.Name, container, r.Want, ""); err != nil {
+			k.abandon(ctx, pod)
+			return nil, nil, err
+		}
+		return pod, r, nil
+	}
+	pod, err := k.patchResize(ctx, listed.Name, container, r.Want, listed.ResourceVersion)
+	if err != nil {
+		return nil, nil, err
+	}
+	for try := 1; ; try++ {
+		claimed, err := k.claim(ctx, pod, owner, waited)
+		if err == nil {
+			return claimed, r, nil
+		}
+		if !apierrors.IsConflict(err) || try == claimTries {
+			k.abandon(ctx, pod)
+			return nil, nil, err
+		}
+		cur, gerr := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if gerr != nil || cur.UID != pod.UID || cur.Generation != pod.Generation ||
+			cur.Labels[LabelState] != StateIdle || cur.DeletionTimestamp != nil || cur.Annotations[AnnotationRetiring] != "" {
+			// Deleted, retiring or changed by someone else: no longer
+			// the idle pod this claimer resized.
+			k.abandon(ctx, pod)
+			return nil, nil, err
+		}
+		pod = cur
+	}
+}
+
+// abandon deletes a pod claimFit resized or claimed and then gave up on
+// (uid precondition): resized, no claim would take it again (its
+// generation), and its ReplicaSet makes a new one. It runs even when ctx
+// has ended, bounded by abandonTimeout; a failure is left to the pod's
+// idle deadline.
+func (k *Cluster) abandon(ctx context.Context, pod *corev1.Pod) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	_ = k.Delete(ctx, Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID)})
+}
+
+// abandonTimeout bounds abandon's delete.
+const abandonTimeout = 10 * time.Second
 
 // claim patches pod's labels to claimed-for-owner, on the condition that
 // the pod is still at the resourceVersion we saw (a JSON merge patch that

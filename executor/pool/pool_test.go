@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -164,7 +165,10 @@ func readyPod(name, rv string, ready bool) *corev1.Pod {
 }
 
 // conflictOnStaleRV makes the fake API server refuse a patch whose
-// metadata.resourceVersion is not the object's, as the real one does.
+// metadata.resourceVersion is not the object's, as the real one does (a
+// patch without one is applied as it is). A patch of pods/resize sets the
+// named containers' resources and raises the pod's generation; any other
+// patch sets labels and annotations.
 func conflictOnStaleRV(cs *fake.Clientset) {
 	var mu sync.Mutex
 	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
@@ -182,28 +186,248 @@ func conflictOnStaleRV(cs *fake.Clientset) {
 				Labels          map[string]string `json:"labels"`
 				Annotations     map[string]string `json:"annotations"`
 			} `json:"metadata"`
+			Spec struct {
+				Containers []corev1.Container `json:"containers"`
+			} `json:"spec"`
 		}
 		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
 			return true, nil, err
 		}
-		if patch.Metadata.ResourceVersion != cur.ResourceVersion {
+		if rv := patch.Metadata.ResourceVersion; rv != "" && rv != cur.ResourceVersion {
 			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, cur.Name, fmt.Errorf("the object has been modified"))
 		}
 		next := cur.DeepCopy()
-		for k, v := range patch.Metadata.Labels {
-			next.Labels[k] = v
-		}
-		for k, v := range patch.Metadata.Annotations {
-			if next.Annotations == nil {
-				next.Annotations = map[string]string{}
+		if pa.GetSubresource() == "resize" {
+			for _, pc := range patch.Spec.Containers {
+				for i := range next.Spec.Containers {
+					if next.Spec.Containers[i].Name == pc.Name {
+						next.Spec.Containers[i].Resources = pc.Resources
+					}
+				}
 			}
-			next.Annotations[k] = v
+			next.Generation++
+		} else {
+			for k, v := range patch.Metadata.Labels {
+				next.Labels[k] = v
+			}
+			for k, v := range patch.Metadata.Annotations {
+				if next.Annotations == nil {
+					next.Annotations = map[string]string{}
+				}
+				next.Annotations[k] = v
+			}
 		}
 		next.ResourceVersion = cur.ResourceVersion + "1"
 		if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, next, cur.Namespace); err != nil {
 			return true, nil, err
 		}
 		return true, next, nil
+	})
+}
+
+// resizablePod is a Ready idle pod of pool alpine as the API server
+// reports it since 1.33 (generation 1: never changed) with a build
+// container.
+func resizablePod(name string) *corev1.Pod {
+	p := readyPod(name, "1", true)
+	p.Generation = 1
+	p.Spec.Containers = []corev1.Container{{Name: "build", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "build", Resources: p.Spec.Containers[0].Resources.DeepCopy()}}
+	return p
+}
+
+// verbs lists the fake API server's actions as "verb[/subresource] name".
+func verbs(cs *fake.Clientset) []string {
+	var out []string
+	for _, a := range cs.Actions() {
+		v := a.GetVerb()
+		if a.GetSubresource() != "" {
+			v += "/" + a.GetSubresource()
+		}
+		if n, ok := a.(interface{ GetName() string }); ok && n.GetName() != "" {
+			v += " " + n.GetName()
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// A claim with fit resizes the pod before it claims it (bench/resize-
+// breakdown.md: the kubelet acts on the first change at once, on a second
+// one only after its next relist), each step conditional on the pod's
+// resourceVersion.
+func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
+	q := resource.MustParse
+	fit := &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("500m"), "ephemeral-storage": q("1Gi")},
+		Limits: corev1.ResourceList{"memory": q("256Mi")}}
+	want := corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("500m")}, Limits: corev1.ResourceList{"memory": q("256Mi")}}
+	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
+	ctx := context.Background()
+
+	t.Run("resized, then claimed", func(t *testing.T) {
+		cs := fake.NewClientset(resizablePod("a"))
+		conflictOnStaleRV(cs)
+		k := &Cluster{CS: cs, Namespace: "ci"}
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		require.NoError(t, err)
+		require.NotNil(t, pod)
+		assert.Equal(t, []string{"list", "patch/resize a", "patch a"}, verbs(cs))
+		patch := cs.Actions()[1].(k8stesting.PatchAction).GetPatch()
+		assert.JSONEq(t, `{"metadata":{"resourceVersion":"1"},"spec":{"containers":[{"name":"build","resources":{"requests":{"cpu":"500m"},"limits":{"memory":"256Mi"}}}]}}`,
+			string(patch), "only the warmpod container's cpu and memory, on the condition of the listed pod")
+		require.NotNil(t, pod.Resizing)
+		assert.Equal(t, want, pod.Resizing.Want)
+		assert.Equal(t, "100m", pod.Resizing.Before.Status.ContainerStatuses[0].Resources.Requests.Cpu().String(), "the status before the resize: what the cgroup held")
+		got, err := cs.CoreV1().Pods("ci").Get(ctx, "a", metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, StateClaimed, got.Labels[LabelState])
+		assert.Equal(t, want, got.Spec.Containers[0].Resources)
+	})
+
+	t.Run("the kubelet's status write between resize and claim", func(t *testing.T) {
+		cs := fake.NewClientset(resizablePod("a"))
+		conflictOnStaleRV(cs)
+		statusWritten := false
+		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+			if a.GetSubresource() == "" && !statusWritten {
+				// The kubelet reports the resize in progress: a new
+				// resourceVersion, the same generation.
+				statusWritten = true
+				obj, err := cs.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "ci", "a")
+				require.NoError(t, err)
+				cur := obj.(*corev1.Pod).DeepCopy()
+				cur.ResourceVersion += "s"
+				require.NoError(t, cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, cur, "ci"))
+			}
+			return false, nil, nil
+		})
+		k := &Cluster{CS: cs, Namespace: "ci"}
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		require.NoError(t, err)
+		require.NotNil(t, pod, "claimed after reading the pod again")
+		assert.Equal(t, []string{"list", "patch/resize a", "patch a", "get a", "patch a"}, verbs(cs))
+	})
+
+	t.Run("a claim without fit never takes a pod resized for another", func(t *testing.T) {
+		resized := resizablePod("a")
+		resized.Generation = 2
+		cs := fake.NewClientset(resized)
+		conflictOnStaleRV(cs)
+		k := &Cluster{CS: cs, Namespace: "ci"}
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, nil)
+		require.NoError(t, err)
+		assert.Nil(t, pod)
+		pod, err = k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, fit)
+		require.NoError(t, err)
+		assert.Nil(t, pod, "nor one with fit")
+		assert.Equal(t, []string{"list", "list"}, verbs(cs))
+	})
+
+	t.Run("another claimer's resize came first", func(t *testing.T) {
+		cs := fake.NewClientset(resizablePod("a"))
+		conflictOnStaleRV(cs)
+		first := true
+		cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+			if first {
+				// What this claimer lists is the pod before the other
+				// claimer's resize.
+				first = false
+				list := &corev1.PodList{Items: []corev1.Pod{*resizablePod("a")}}
+				obj, err := cs.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "ci", "a")
+				require.NoError(t, err)
+				other := obj.(*corev1.Pod).DeepCopy()
+				other.Generation, other.ResourceVersion = 2, "2"
+				require.NoError(t, cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, other, "ci"))
+				return true, list, nil
+			}
+			return false, nil, nil
+		})
+		k := &Cluster{CS: cs, Namespace: "ci"}
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		require.NoError(t, err)
+		assert.Nil(t, pod)
+		assert.Equal(t, []string{"list", "patch/resize a"}, verbs(cs), "the conflict leaves the pod to the other claimer")
+	})
+
+	t.Run("retired between resize and claim: abandoned", func(t *testing.T) {
+		cs := fake.NewClientset(resizablePod("a"))
+		conflictOnStaleRV(cs)
+		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+			if a.GetSubresource() == "" {
+				obj, err := cs.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "ci", "a")
+				require.NoError(t, err)
+				cur := obj.(*corev1.Pod).DeepCopy()
+				if cur.Annotations[AnnotationRetiring] == "" {
+					cur.Annotations = map[string]string{AnnotationRetiring: "true"}
+					cur.ResourceVersion += "r"
+					require.NoError(t, cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, cur, "ci"))
+				}
+			}
+			return false, nil, nil
+		})
+		k := &Cluster{CS: cs, Namespace: "ci"}
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		require.NoError(t, err)
+		assert.Nil(t, pod)
+		assert.Equal(t, []string{"list", "patch/resize a", "patch a", "get a", "delete a"}, verbs(cs),
+			"the resized pod no claim would take is deleted (its ReplicaSet makes another)")
+	})
+
+	t.Run("refused by the API server: nothing claimed", func(t *testing.T) {
+		for name, refusal := range map[string]error{
+			"no pods/resize (before 1.33)": apierrors.NewNotFound(schema.GroupResource{Resource: "pods/resize"}, "a"),
+			"a QoS change":                 apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "a", nil),
+		} {
+			t.Run(name, func(t *testing.T) {
+				cs := fake.NewClientset(resizablePod("a"))
+				conflictOnStaleRV(cs)
+				cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+					if a.GetSubresource() == "resize" {
+						return true, nil, refusal
+					}
+					return false, nil, nil
+				})
+				k := &Cluster{CS: cs, Namespace: "ci"}
+				pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+				require.ErrorIs(t, err, ErrResizeUnsupported)
+				assert.Nil(t, pod)
+				got, gerr := cs.CoreV1().Pods("ci").Get(ctx, "a", metav1.GetOptions{})
+				require.NoError(t, gerr)
+				assert.Equal(t, StateIdle, got.Labels[LabelState], "still idle, for a claim that needs no resize")
+			})
+		}
+	})
+
+	t.Run("an API server without pod generations: claimed, then resized", func(t *testing.T) {
+		old := resizablePod("a")
+		old.Generation = 0
+		cs := fake.NewClientset(old)
+		conflictOnStaleRV(cs)
+		k := &Cluster{CS: cs, Namespace: "ci"}
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		require.NoError(t, err)
+		require.NotNil(t, pod)
+		require.NotNil(t, pod.Resizing)
+		assert.Equal(t, []string{"list", "patch a", "patch/resize a"}, verbs(cs))
+	})
+
+	t.Run("an API server without pod generations refuses: the claimed pod is deleted", func(t *testing.T) {
+		old := resizablePod("a")
+		old.Generation = 0
+		cs := fake.NewClientset(old)
+		conflictOnStaleRV(cs)
+		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+			if a.GetSubresource() == "resize" {
+				return true, nil, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "pods/resize"}, "patch")
+			}
+			return false, nil, nil
+		})
+		k := &Cluster{CS: cs, Namespace: "ci"}
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		require.ErrorIs(t, err, ErrResizeUnsupported)
+		assert.Nil(t, pod)
+		assert.Equal(t, []string{"list", "patch a", "patch/resize a", "delete a"}, verbs(cs))
 	})
 }
 
@@ -221,7 +445,7 @@ func TestClaimWarmEachPodOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: fmt.Sprint(100 + i), Server: "s"}, 0)
+			pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: fmt.Sprint(100 + i), Server: "s"}, 0, nil)
 			assert.NoError(t, err)
 			mu.Lock()
 			defer mu.Unlock()
@@ -273,11 +497,11 @@ func TestClaimAndColdRecordDemand(t *testing.T) {
 	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
 
 	before := time.Now().UTC()
-	pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: "1"}, 0)
+	pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: "1"}, 0, nil)
 	require.NoError(t, err)
 	require.NotNil(t, pod)
 	assert.Equal(t, "a", pod.Name, "the retiring pod is skipped")
-	pod, err = k.ClaimWarm(context.Background(), p, Owner{Job: "2"}, 0)
+	pod, err = k.ClaimWarm(context.Background(), p, Owner{Job: "2"}, 0, nil)
 	require.NoError(t, err)
 	assert.Nil(t, pod, "a retiring pod is never claimed, even as the last one")
 
@@ -308,4 +532,35 @@ func TestClaimAndColdRecordDemand(t *testing.T) {
 	assert.True(t, ColdPending.Demand())
 	assert.False(t, ColdNoPool.Demand())
 	assert.False(t, ColdReleased.Demand())
+}
+
+func TestSettledFirst(t *testing.T) {
+	now := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	pod := func(name string, readyFor time.Duration) corev1.Pod {
+		p := readyPod(name, "1", true)
+		if readyFor >= 0 {
+			p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-readyFor))
+		}
+		return *p
+	}
+	for _, tc := range []struct {
+		name string
+		in   []corev1.Pod
+		want []string
+	}{
+		{"settled ones first, each group in its order",
+			[]corev1.Pod{pod("fresh", time.Second), pod("old", time.Minute), pod("no-time", -1), pod("edge", resizeSettle)},
+			[]string{"old", "edge", "fresh", "no-time"}},
+		{"none settled: unchanged", []corev1.Pod{pod("b", 0), pod("a", 2 * time.Second)}, []string{"b", "a"}},
+		{"empty", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			settledFirst(tc.in, now)
+			var got []string
+			for _, p := range tc.in {
+				got = append(got, p.Name)
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }

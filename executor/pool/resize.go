@@ -15,8 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// Errors of [Cluster.Resize]. Each means "this pod will not get these
-// resources in place": the caller releases the pod and creates a cold one.
+// Errors of an in-place resize ([Cluster.ClaimWarm], [Cluster.AwaitResize]).
+// Each means "this pod will not get these resources in place": the caller
+// releases the pod, if it has one, and creates a cold one.
 var (
 	// ErrResizeUnsupported: the API server has no pods/resize subresource
 	// (Kubernetes before 1.33, or the InPlacePodVerticalScaling feature
@@ -31,27 +32,41 @@ var (
 	ErrResizeNotApplied = errors.New("resize not applied in time")
 )
 
-// Resize changes the resources of the pod's warmpod container in place
-// through the pods/resize subresource (Kubernetes ≥ 1.33, where
+// Resizing is an in-place resize of a warm pod's warmpod container that
+// [Cluster.ClaimWarm] sent (pods/resize, Kubernetes ≥ 1.33, where
 // InPlacePodVerticalScaling is beta and on by default; GA in 1.35) and
-// waits up to timeout for the kubelet to apply them. Applied is the first
-// of: `warmpod job limits` in the pod says the container's cgroup holds
-// them (the kubelet writes the cgroup a PLEG relist and a status sync
-// before the status says so: bench/resize-breakdown.md), or the
-// container's status.resources show them with neither a PodResizePending
-// nor a PodResizeInProgress condition. The status is read all along, so a
-// resize the kubelet refuses (Infeasible, Error) or defers is told as
-// before, and a pod whose warmpod has no `job limits` (an older image) or
-// no readable cgroup waits for the status alone. Only the cpu and memory
-// of res are sent (nothing else is resizable). Errors:
-// [ErrResizeUnsupported], [ErrResizeInfeasible], [ErrResizeNotApplied],
-// each with the API server's or the kubelet's message, or the API
-// server's own error.
+// [Cluster.AwaitResize] waits for.
+type Resizing struct {
+	// Want is the cpu and memory sent (nothing else is resizable).
+	Want corev1.ResourceRequirements
+	// Before is the pod as listed before the resize: its container's
+	// status.resources are what the cgroup held ([LimitsArgv]).
+	Before *corev1.Pod
+	// Sent is when the resize went to the API server.
+	Sent time.Time
+}
+
+// AwaitResize waits up to timeout for the kubelet to apply p.Resizing
+// (nil: nothing to wait for). Applied is the first of: `warmpod job
+// limits` in the pod says the container's cgroup holds the new resources
+// (the kubelet writes the cgroup a status sync before the status says
+// so: bench/resize-breakdown.md), or the container's status.resources
+// show them with neither a PodResizePending nor a PodResizeInProgress
+// condition. The status is read all along, so a resize the kubelet
+// refuses (Infeasible, Error) or defers is told as before, and a pod
+// whose warmpod has no `job limits` (an older image) or no readable
+// cgroup waits for the status alone. Errors: [ErrResizeUnsupported],
+// [ErrResizeInfeasible], [ErrResizeNotApplied], each with the API
+// server's or the kubelet's message, or the API server's own error. The
+// caller releases the pod on any of them.
 //
 // via runs the command (the job's multiplexer, whose stream into the pod
 // is open by then: no exec of its own); nil: a direct exec.
-func (k *Cluster) Resize(ctx context.Context, p Pod, res corev1.ResourceRequirements, timeout time.Duration, via Execer) error {
-	want := resizable(res)
+func (k *Cluster) AwaitResize(ctx context.Context, p Pod, timeout time.Duration, via Execer) error {
+	r := p.Resizing
+	if r == nil {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	var inForce chan bool
 	var wg sync.WaitGroup
@@ -59,53 +74,37 @@ func (k *Cluster) Resize(ctx context.Context, p Pod, res corev1.ResourceRequirem
 	if via == nil && k.Config != nil {
 		via = k
 	}
-	if via != nil {
-		// job limits' exec starts alongside the patch: its set-up (API
-		// server, kubelet, runtime) overlaps the kubelet's work. Either
-		// order is sound: a status read after the patch still holds the
-		// old resources until the kubelet has written the cgroup, and
-		// LimitsArgv names nothing when it already holds the new ones.
+	if argv := LimitsArgv(p, r.Before, r.Want, timeout); via != nil && argv != nil {
+		// The command runs alongside the status reads. Either order is
+		// sound: Before holds the resources from before the resize, so
+		// LimitsArgv names only values the cgroup did not hold yet.
 		inForce = make(chan bool, 1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			inForce <- k.limitsInForce(ctx, via, p, want, timeout)
+			code, err := via.Exec(ctx, p, argv, nil, io.Discard, io.Discard)
+			inForce <- err == nil && code == 0
 		}()
 	}
-	if _, err := k.patchResize(ctx, p, want); err != nil {
-		return err
-	}
-	return k.awaitResize(ctx, p, want, timeout, inForce)
+	return k.awaitResize(ctx, p, r.Want, timeout, inForce)
 }
 
-// limitsInForce runs `warmpod job limits` in p for what the resize to
-// want changes in the cgroup (LimitsArgv, from the pod's status): true
-// when the command says the cgroup holds it; false when there is nothing
-// to wait for there or the pod cannot tell (no such command in an older
-// image, no cgroup to read, a broken stream).
-func (k *Cluster) limitsInForce(ctx context.Context, via Execer, p Pod, want corev1.ResourceRequirements, timeout time.Duration) bool {
-	cur, err := k.CS.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-	if err != nil {
-		return false
+// patchResize sends the resize of container in pod name to want and
+// returns the pod as the API server answered it. rv, when set, is the
+// precondition: a pod at another resourceVersion gets 409 Conflict (the
+// API server's error, unwrapped by apierrors.IsConflict) and is left as
+// it is.
+func (k *Cluster) patchResize(ctx context.Context, name, container string, want corev1.ResourceRequirements, rv string) (*corev1.Pod, error) {
+	patch := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": container, "resources": want}}}}
+	if rv != "" {
+		patch["metadata"] = map[string]any{"resourceVersion": rv}
 	}
-	argv := LimitsArgv(p, cur, want, timeout)
-	if argv == nil {
-		return false
-	}
-	code, err := via.Exec(ctx, p, argv, nil, io.Discard, io.Discard)
-	return err == nil && code == 0
-}
-
-// patchResize sends the resize and returns the pod as the API server
-// answered it.
-func (k *Cluster) patchResize(ctx context.Context, p Pod, want corev1.ResourceRequirements) (*corev1.Pod, error) {
-	patch := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": p.Container, "resources": want}}}}
 	b, _ := json.Marshal(patch)
-	before, err := k.CS.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, b, metav1.PatchOptions{}, "resize")
+	after, err := k.CS.CoreV1().Pods(k.Namespace).Patch(ctx, name, types.StrategicMergePatchType, b, metav1.PatchOptions{}, "resize")
 	if apierrors.IsNotFound(err) {
 		// The pod itself, or the subresource: tell them apart.
-		if _, gerr := k.CS.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
-			return nil, fmt.Errorf("resize pod %s: the pod is gone: %w", p.Name, err)
+		if _, gerr := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+			return nil, fmt.Errorf("resize pod %s: the pod is gone: %w", name, err)
 		}
 	}
 	switch {
@@ -114,9 +113,9 @@ func (k *Cluster) patchResize(ctx context.Context, p Pod, want corev1.ResourceRe
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return nil, fmt.Errorf("%w: %v", ErrResizeUnsupported, err)
 	case err != nil:
-		return nil, fmt.Errorf("resize pod %s: %w", p.Name, err)
+		return nil, fmt.Errorf("resize pod %s: %w", name, err)
 	}
-	return before, nil
+	return after, nil
 }
 
 // awaitResize polls the pod's status until [ResizeApplied] says done or
@@ -179,7 +178,7 @@ func resizable(res corev1.ResourceRequirements) corev1.ResourceRequirements {
 // its status.resources hold want's requests and limits and no resize is
 // pending or in progress; an [ErrResizeInfeasible] error when the kubelet
 // says it can never be; otherwise not done, with what the pod shows (for
-// the error when the wait runs out). It is the pure half of Resize.
+// the error when the wait runs out). It is the pure half of AwaitResize.
 func ResizeApplied(pod *corev1.Pod, container string, want corev1.ResourceRequirements) (done bool, state string, err error) {
 	state = "the kubelet has not reported the new resources"
 	if pod.Status.ObservedGeneration != 0 && pod.Status.ObservedGeneration < pod.Generation {

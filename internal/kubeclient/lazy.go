@@ -42,12 +42,12 @@ func (l *Lazy) Cluster() (*pool.Cluster, error) {
 }
 
 // ClaimWarm is [pool.Cluster.ClaimWarm].
-func (l *Lazy) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration) (*pool.Pod, error) {
+func (l *Lazy) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
 	c, err := l.Cluster()
 	if err != nil {
 		return nil, err
 	}
-	return c.ClaimWarm(ctx, p, owner, wait)
+	return c.ClaimWarm(ctx, p, owner, wait, fit)
 }
 
 // CreateCold is [pool.Cluster.CreateCold].
@@ -95,13 +95,13 @@ func (l *Lazy) Pools(ctx context.Context) (*pool.Set, error) {
 	return c.Pools(ctx)
 }
 
-// Resize is [pool.Cluster.Resize].
-func (l *Lazy) Resize(ctx context.Context, p pool.Pod, res corev1.ResourceRequirements, timeout time.Duration, via pool.Execer) error {
+// AwaitResize is [pool.Cluster.AwaitResize].
+func (l *Lazy) AwaitResize(ctx context.Context, p pool.Pod, timeout time.Duration, via pool.Execer) error {
 	c, err := l.Cluster()
 	if err != nil {
 		return err
 	}
-	return c.Resize(ctx, p, res, timeout, via)
+	return c.AwaitResize(ctx, p, timeout, via)
 }
 
 // Nodes is [pool.Cluster.Nodes].
