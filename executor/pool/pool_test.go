@@ -551,7 +551,7 @@ func TestSettledFirst(t *testing.T) {
 		{"settled ones first, each group in its order",
 			[]corev1.Pod{pod("fresh", time.Second), pod("old", time.Minute), pod("no-time", -1), pod("edge", resizeSettle)},
 			[]string{"old", "edge", "fresh", "no-time"}},
-		{"none settled: unchanged", []corev1.Pod{pod("b", 0), pod("a", 2 * time.Second)}, []string{"b", "a"}},
+		{"none settled: unchanged", []corev1.Pod{pod("b", 0), pod("a", 2*time.Second)}, []string{"b", "a"}},
 		{"empty", nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
