@@ -237,6 +237,14 @@ func resizablePod(name string) *corev1.Pod {
 	return p
 }
 
+// fakeAPI is a fake API server holding pods that refuses stale
+// resourceVersions (conflictOnStaleRV), and a Cluster of namespace ci on it.
+func fakeAPI(pods ...k8sruntime.Object) (*fake.Clientset, *Cluster) {
+	cs := fake.NewClientset(pods...)
+	conflictOnStaleRV(cs)
+	return cs, &Cluster{CS: cs, Namespace: "ci"}
+}
+
 // verbs lists the fake API server's actions as "verb[/subresource] name".
 func verbs(cs *fake.Clientset) []string {
 	var out []string
@@ -266,9 +274,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("resized, then claimed", func(t *testing.T) {
-		cs := fake.NewClientset(resizablePod("a"))
-		conflictOnStaleRV(cs)
-		k := &Cluster{CS: cs, Namespace: "ci"}
+		cs, k := fakeAPI(resizablePod("a"))
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		require.NotNil(t, pod)
@@ -286,8 +292,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 	})
 
 	t.Run("the kubelet's status write between resize and claim", func(t *testing.T) {
-		cs := fake.NewClientset(resizablePod("a"))
-		conflictOnStaleRV(cs)
+		cs, k := fakeAPI(resizablePod("a"))
 		statusWritten := false
 		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 			if a.GetSubresource() == "" && !statusWritten {
@@ -302,7 +307,6 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		k := &Cluster{CS: cs, Namespace: "ci"}
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		require.NotNil(t, pod, "claimed after reading the pod again")
@@ -312,9 +316,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 	t.Run("a claim without fit never takes a pod resized for another", func(t *testing.T) {
 		resized := resizablePod("a")
 		resized.Generation = 2
-		cs := fake.NewClientset(resized)
-		conflictOnStaleRV(cs)
-		k := &Cluster{CS: cs, Namespace: "ci"}
+		cs, k := fakeAPI(resized)
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, nil)
 		require.NoError(t, err)
 		assert.Nil(t, pod)
@@ -325,8 +327,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 	})
 
 	t.Run("another claimer's resize came first", func(t *testing.T) {
-		cs := fake.NewClientset(resizablePod("a"))
-		conflictOnStaleRV(cs)
+		cs, k := fakeAPI(resizablePod("a"))
 		first := true
 		cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 			if first {
@@ -343,7 +344,6 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		k := &Cluster{CS: cs, Namespace: "ci"}
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		assert.Nil(t, pod)
@@ -351,8 +351,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 	})
 
 	t.Run("retired between resize and claim: abandoned", func(t *testing.T) {
-		cs := fake.NewClientset(resizablePod("a"))
-		conflictOnStaleRV(cs)
+		cs, k := fakeAPI(resizablePod("a"))
 		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 			if a.GetSubresource() == "" {
 				obj, err := cs.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "ci", "a")
@@ -366,7 +365,6 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		k := &Cluster{CS: cs, Namespace: "ci"}
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		assert.Nil(t, pod)
@@ -380,15 +378,13 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			"a QoS change":                 apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "a", nil),
 		} {
 			t.Run(name, func(t *testing.T) {
-				cs := fake.NewClientset(resizablePod("a"))
-				conflictOnStaleRV(cs)
+				cs, k := fakeAPI(resizablePod("a"))
 				cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 					if a.GetSubresource() == "resize" {
 						return true, nil, refusal
 					}
 					return false, nil, nil
 				})
-				k := &Cluster{CS: cs, Namespace: "ci"}
 				pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
 				require.ErrorIs(t, err, ErrResizeUnsupported)
 				assert.Nil(t, pod)
@@ -402,9 +398,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 	t.Run("an API server without pod generations: claimed, then resized", func(t *testing.T) {
 		old := resizablePod("a")
 		old.Generation = 0
-		cs := fake.NewClientset(old)
-		conflictOnStaleRV(cs)
-		k := &Cluster{CS: cs, Namespace: "ci"}
+		cs, k := fakeAPI(old)
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		require.NotNil(t, pod)
@@ -415,15 +409,13 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 	t.Run("an API server without pod generations refuses: the claimed pod is deleted", func(t *testing.T) {
 		old := resizablePod("a")
 		old.Generation = 0
-		cs := fake.NewClientset(old)
-		conflictOnStaleRV(cs)
+		cs, k := fakeAPI(old)
 		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 			if a.GetSubresource() == "resize" {
 				return true, nil, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "pods/resize"}, "patch")
 			}
 			return false, nil, nil
 		})
-		k := &Cluster{CS: cs, Namespace: "ci"}
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
 		require.ErrorIs(t, err, ErrResizeUnsupported)
 		assert.Nil(t, pod)
@@ -432,9 +424,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 }
 
 func TestClaimWarmEachPodOnce(t *testing.T) {
-	cs := fake.NewClientset(readyPod("a", "1", true), readyPod("b", "1", true), readyPod("c", "1", false))
-	conflictOnStaleRV(cs)
-	k := &Cluster{CS: cs, Namespace: "ci"}
+	cs, k := fakeAPI(readyPod("a", "1", true), readyPod("b", "1", true), readyPod("c", "1", false))
 	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
 
 	var mu sync.Mutex
@@ -491,9 +481,7 @@ func TestStuck(t *testing.T) {
 func TestClaimAndColdRecordDemand(t *testing.T) {
 	retiring := readyPod("r", "1", true)
 	retiring.Annotations = map[string]string{AnnotationRetiring: "true"}
-	cs := fake.NewClientset(retiring, readyPod("a", "1", true))
-	conflictOnStaleRV(cs)
-	k := &Cluster{CS: cs, Namespace: "ci"}
+	cs, k := fakeAPI(retiring, readyPod("a", "1", true))
 	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
 
 	before := time.Now().UTC()
