@@ -255,8 +255,7 @@ func TestPrepareGoesColdWhenNoPodCanBeResized(t *testing.T) {
 		refuse: fmt.Errorf("%w: the QoS class would change", pool.ErrResizeUnsupported)}
 	d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "2"})
 	require.NoError(t, d.Prepare(context.Background()))
-	assert.Empty(t, fc.deleted)
-	assert.Len(t, fc.warm, 1, "nothing claimed")
+	assert.Empty(t, fc.deleted, "nothing claimed, nothing released")
 	require.Len(t, fc.coldPools, 1)
 	c := fc.coldPools[0].BuildContainer(&fc.coldPools[0].Template)
 	assert.Equal(t, "2", c.Resources.Requests.Cpu().String(), "the cold pod gets the job's resources")

@@ -96,14 +96,17 @@ var ErrNotReady = errors.New("pod not ready")
 // its next relist of the node's containers, up to a second
 // (bench/resize-breakdown.md). A resize the API server refuses (the
 // QoS class would change, no pods/resize) is an error wrapping
-// [ErrResizeUnsupported], and nothing was claimed. A claim with fit
+// [ErrResizeUnsupported] (so is one RBAC, a ResourceQuota or an admission
+// webhook forbids), and nothing was claimed. A claim with fit
 // tries the pods that have been Ready for a few seconds first
 // (resizeSettle).
 //
-// A pod whose metadata.generation is above 1 had its spec changed since
-// it was created: another claimer's resize is in flight, or something
-// else changed it; it is never claimed. That is what keeps a claim
-// without fit from taking a pod another claimer has just resized.
+// A pod a claimer has resized (its managedFields hold an entry of
+// ResizeFieldManager for pods/resize) is never claimed: that claimer's
+// claim is in flight, and the pod no longer has the pool's resources.
+// That is what keeps a claim without fit from taking a pod resized for
+// another job. A resized pod a claimer gives up on is deleted, so its
+// ReplicaSet makes a new one.
 func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*Pod, error) {
 	if p.Pending {
 		return nil, nil
@@ -118,7 +121,7 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.
 		}
 		var ready []corev1.Pod
 		for _, pod := range list.Items {
-			if PodReady(&pod) && pod.Annotations[AnnotationRetiring] == "" && pod.Generation <= 1 {
+			if PodReady(&pod) && pod.Annotations[AnnotationRetiring] == "" && !resizedByClaimer(&pod) {
 				ready = append(ready, pod)
 			}
 		}
@@ -187,6 +190,25 @@ func settledFirst(pods []corev1.Pod, now time.Time) {
 // claimFit reads and claims again after.
 const claimTries = 10
 
+// ResizeFieldManager is the field manager of a claimer's in-place resize:
+// the entry it leaves in the pod's managedFields marks the pod as resized
+// for a claim (resizedByClaimer). Nothing else of the pod says so: the
+// pods/resize subresource changes resources only.
+const ResizeFieldManager = "warmpod-resize"
+
+// resizedByClaimer tells whether pod's resources were changed by a
+// claimer's resize (ResizeFieldManager), rather than being the pool's.
+// Another change of the spec (scheduling gates lifted, an ephemeral
+// container) does not count: such a pod is still the pool's to claim.
+func resizedByClaimer(pod *corev1.Pod) bool {
+	for _, m := range pod.ManagedFields {
+		if m.Manager == ResizeFieldManager && m.Subresource == "resize" {
+			return true
+		}
+	}
+	return false
+}
+
 // claimFit claims listed for owner, resized to fit first when fit is set
 // (see [Cluster.ClaimWarm]). A conflict or a pod gone is returned as the
 // API server's error: the caller tries the next pod.
@@ -196,23 +218,16 @@ func (k *Cluster) claimFit(ctx context.Context, listed *corev1.Pod, container st
 		return pod, nil, err
 	}
 	r := &Resizing{Want: resizable(*fit), Before: listed, Sent: time.Now()}
-	if listed.Generation == 0 {
-		// An API server that keeps no generation for pods (before 1.33)
-		// cannot tell a resized idle pod from an untouched one: claim
-		// first, then resize the pod that is ours.
-		pod, err := k.claim(ctx, listed, owner, waited)
-		if err != nil {
-			return nil, nil, err
-		}
-		r.Sent = time.Now()
-		if _, err := k.patchResize(ctx, listed.Name, container, r.Want, ""); err != nil {
-			k.abandon(ctx, pod)
-			return nil, nil, err
-		}
-		return pod, r, nil
-	}
 	pod, err := k.patchResize(ctx, listed.Name, container, r.Want, listed.ResourceVersion)
-	if err != nil {
+	switch {
+	case err == nil:
+	case apierrors.IsConflict(err) || errors.Is(err, ErrResizeUnsupported) || errors.Is(err, errPodGone):
+		// Refused as a whole: the pod is as it was.
+		return nil, nil, err
+	default:
+		// A timeout or a cut connection: the resize may have been
+		// applied all the same.
+		k.abandon(ctx, listed.Name, listed.UID)
 		return nil, nil, err
 	}
 	for try := 1; ; try++ {
@@ -221,34 +236,52 @@ func (k *Cluster) claimFit(ctx context.Context, listed *corev1.Pod, container st
 			return claimed, r, nil
 		}
 		if !apierrors.IsConflict(err) || try == claimTries {
-			k.abandon(ctx, pod)
+			k.abandon(ctx, pod.Name, pod.UID)
 			return nil, nil, err
 		}
 		cur, gerr := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-		if gerr != nil || cur.UID != pod.UID || cur.Generation != pod.Generation ||
-			cur.Labels[LabelState] != StateIdle || cur.DeletionTimestamp != nil || cur.Annotations[AnnotationRetiring] != "" {
-			// Deleted, retiring or changed by someone else: no longer
-			// the idle pod this claimer resized.
-			k.abandon(ctx, pod)
+		switch {
+		case gerr != nil:
+			k.abandon(ctx, pod.Name, pod.UID)
+			return nil, nil, gerr
+		case cur.UID != pod.UID || cur.Labels[LabelState] != StateIdle:
+			// Gone, or claimed: not this claimer's pod any more.
+			return nil, nil, err
+		case cur.DeletionTimestamp != nil || cur.Annotations[AnnotationRetiring] != "":
+			k.abandon(ctx, pod.Name, pod.UID)
 			return nil, nil, err
 		}
 		pod = cur
 	}
 }
 
-// abandon deletes a pod claimFit resized or claimed and then gave up on
-// (uid precondition): resized, no claim would take it again (its
-// generation), and its ReplicaSet makes a new one. It runs even when ctx
-// has ended, bounded by abandonTimeout; a failure is left to the pod's
-// idle deadline.
-func (k *Cluster) abandon(ctx context.Context, pod *corev1.Pod) {
+// abandon deletes pod name (uid) when it is an idle pod a claimer resized
+// (resizedByClaimer): no claim would take it, and its ReplicaSet makes a
+// new one. The delete carries the resourceVersion it was read at, so a
+// pod claimed meanwhile is never deleted (409: read again, up to
+// abandonTries). It runs even when ctx has ended, bounded by
+// abandonTimeout; a failure leaves the pod to its idle deadline.
+func (k *Cluster) abandon(ctx context.Context, name string, uid types.UID) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
 	defer cancel()
-	_ = k.Delete(ctx, Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID)})
+	for range abandonTries {
+		cur, err := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || cur.UID != uid || cur.Labels[LabelState] != StateIdle || cur.DeletionTimestamp != nil || !resizedByClaimer(cur) {
+			return
+		}
+		rv := cur.ResourceVersion
+		err = k.CS.CoreV1().Pods(k.Namespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+		if !apierrors.IsConflict(err) {
+			return
+		}
+	}
 }
 
-// abandonTimeout bounds abandon's delete.
-const abandonTimeout = 10 * time.Second
+// abandonTries and abandonTimeout bound abandon.
+const (
+	abandonTries   = 5
+	abandonTimeout = 10 * time.Second
+)
 
 // claim patches pod's labels to claimed-for-owner, on the condition that
 // the pod is still at the resourceVersion we saw (a JSON merge patch that

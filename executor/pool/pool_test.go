@@ -3,11 +3,11 @@ package pool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -167,8 +167,9 @@ func readyPod(name, rv string, ready bool) *corev1.Pod {
 // conflictOnStaleRV makes the fake API server refuse a patch whose
 // metadata.resourceVersion is not the object's, as the real one does (a
 // patch without one is applied as it is). A patch of pods/resize sets the
-// named containers' resources and raises the pod's generation; any other
-// patch sets labels and annotations.
+// named containers' resources, raises the pod's generation and records
+// its field manager in managedFields; any other patch sets labels and
+// annotations.
 func conflictOnStaleRV(cs *fake.Clientset) {
 	var mu sync.Mutex
 	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
@@ -206,6 +207,8 @@ func conflictOnStaleRV(cs *fake.Clientset) {
 				}
 			}
 			next.Generation++
+			next.ManagedFields = append(next.ManagedFields, metav1.ManagedFieldsEntry{
+				Manager: a.(k8stesting.PatchActionImpl).GetPatchOptions().FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "resize"})
 		} else {
 			for k, v := range patch.Metadata.Labels {
 				next.Labels[k] = v
@@ -225,12 +228,12 @@ func conflictOnStaleRV(cs *fake.Clientset) {
 	})
 }
 
-// resizablePod is a Ready idle pod of pool alpine as the API server
-// reports it since 1.33 (generation 1: never changed) with a build
-// container.
+// resizablePod is a Ready idle pod of pool alpine with a build
+// container, never changed since it was created.
 func resizablePod(name string) *corev1.Pod {
 	p := readyPod(name, "1", true)
 	p.Generation = 1
+	p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate}}
 	p.Spec.Containers = []corev1.Container{{Name: "build", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}
 	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "build", Resources: p.Spec.Containers[0].Resources.DeepCopy()}}
@@ -239,8 +242,12 @@ func resizablePod(name string) *corev1.Pod {
 
 // fakeAPI is a fake API server holding pods that refuses stale
 // resourceVersions (conflictOnStaleRV), and a Cluster of namespace ci on it.
+// It keeps objects as they are stored: NewClientset's field-managed
+// tracker would rewrite the managedFields these tests set as a real API
+// server's pods/resize does (ResizeFieldManager), so it is
+// NewSimpleClientset's plain one, deprecated as that is.
 func fakeAPI(pods ...k8sruntime.Object) (*fake.Clientset, *Cluster) {
-	cs := fake.NewClientset(pods...)
+	cs := fake.NewSimpleClientset(pods...) //nolint:staticcheck // see above
 	conflictOnStaleRV(cs)
 	return cs, &Cluster{CS: cs, Namespace: "ci"}
 }
@@ -316,6 +323,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 	t.Run("a claim without fit never takes a pod resized for another", func(t *testing.T) {
 		resized := resizablePod("a")
 		resized.Generation = 2
+		resized.ManagedFields = append(resized.ManagedFields, metav1.ManagedFieldsEntry{Manager: ResizeFieldManager, Subresource: "resize"})
 		cs, k := fakeAPI(resized)
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, nil)
 		require.NoError(t, err)
@@ -324,6 +332,18 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 		require.NoError(t, err)
 		assert.Nil(t, pod, "nor one with fit")
 		assert.Equal(t, []string{"list", "list"}, verbs(cs))
+	})
+
+	t.Run("a pod whose spec something else changed is claimed", func(t *testing.T) {
+		// Scheduling gates lifted, an ephemeral container: generation 2,
+		// and still the pool's resources.
+		changed := resizablePod("a")
+		changed.Generation = 2
+		changed.ManagedFields = append(changed.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kueue", Operation: metav1.ManagedFieldsOperationUpdate})
+		_, k := fakeAPI(changed)
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, nil)
+		require.NoError(t, err)
+		assert.NotNil(t, pod)
 	})
 
 	t.Run("another claimer's resize came first", func(t *testing.T) {
@@ -339,6 +359,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 				require.NoError(t, err)
 				other := obj.(*corev1.Pod).DeepCopy()
 				other.Generation, other.ResourceVersion = 2, "2"
+				other.ManagedFields = append(other.ManagedFields, metav1.ManagedFieldsEntry{Manager: ResizeFieldManager, Subresource: "resize"})
 				require.NoError(t, cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, other, "ci"))
 				return true, list, nil
 			}
@@ -368,7 +389,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		assert.Nil(t, pod)
-		assert.Equal(t, []string{"list", "patch/resize a", "patch a", "get a", "delete a"}, verbs(cs),
+		assert.Equal(t, []string{"list", "patch/resize a", "patch a", "get a", "get a", "delete a"}, verbs(cs),
 			"the resized pod no claim would take is deleted (its ReplicaSet makes another)")
 	})
 
@@ -376,6 +397,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 		for name, refusal := range map[string]error{
 			"no pods/resize (before 1.33)": apierrors.NewNotFound(schema.GroupResource{Resource: "pods/resize"}, "a"),
 			"a QoS change":                 apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "a", nil),
+			"forbidden (RBAC, a quota)":    apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "a", errors.New("exceeded quota: compute")),
 		} {
 			t.Run(name, func(t *testing.T) {
 				cs, k := fakeAPI(resizablePod("a"))
@@ -395,131 +417,152 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 		}
 	})
 
-	t.Run("an API server without pod generations: claimed, then resized", func(t *testing.T) {
-		old := resizablePod("a")
-		old.Generation = 0
-		cs, k := fakeAPI(old)
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
-		require.NoError(t, err)
-		require.NotNil(t, pod)
-		require.NotNil(t, pod.Resizing)
-		assert.Equal(t, []string{"list", "patch a", "patch/resize a"}, verbs(cs))
-	})
-
-	t.Run("an API server without pod generations refuses: the claimed pod is deleted", func(t *testing.T) {
-		old := resizablePod("a")
-		old.Generation = 0
-		cs, k := fakeAPI(old)
+	t.Run("claimed by another between resize and claim: left alone", func(t *testing.T) {
+		// A claimer that does not look at managedFields (a driver of an
+		// older release, during an upgrade) takes the pod first.
+		cs, k := fakeAPI(resizablePod("a"))
+		stolen := false
 		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-			if a.GetSubresource() == "resize" {
-				return true, nil, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "pods/resize"}, "patch")
+			if a.GetSubresource() == "" && !stolen {
+				stolen = true
+				cur := trackedPod(t, cs, "a")
+				for k, v := range (Owner{Job: "99"}).Labels() {
+					cur.Labels[k] = v
+				}
+				cur.Labels[LabelState] = StateClaimed
+				cur.ResourceVersion += "x"
+				require.NoError(t, cs.Tracker().Update(podsGVR, cur, "ci"))
 			}
 			return false, nil, nil
 		})
 		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
-		require.ErrorIs(t, err, ErrResizeUnsupported)
+		require.NoError(t, err)
 		assert.Nil(t, pod)
-		assert.Equal(t, []string{"list", "patch a", "patch/resize a", "delete a"}, verbs(cs))
+		assert.Equal(t, []string{"list", "patch/resize a", "patch a", "get a"}, verbs(cs), "job 99's pod is not deleted")
+	})
+
+	t.Run("a resize whose outcome is unknown: the pod is deleted when it was applied", func(t *testing.T) {
+		cs, k := fakeAPI(resizablePod("a"))
+		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+			if a.GetSubresource() != "resize" {
+				return false, nil, nil
+			}
+			cur := trackedPod(t, cs, "a")
+			cur.Generation++
+			cur.ResourceVersion += "1"
+			cur.ManagedFields = append(cur.ManagedFields, metav1.ManagedFieldsEntry{Manager: ResizeFieldManager, Subresource: "resize"})
+			require.NoError(t, cs.Tracker().Update(podsGVR, cur, "ci"))
+			return true, nil, apierrors.NewTimeoutError("the server may still be processing the request", 0)
+		})
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		require.Error(t, err)
+		assert.Nil(t, pod)
+		assert.Equal(t, []string{"list", "patch/resize a", "get a", "delete a"}, verbs(cs), "no idle pod is left resized")
+	})
+
+	t.Run("the kubelet writes the status on and on: given up, the pod deleted", func(t *testing.T) {
+		cs, k := fakeAPI(resizablePod("a"))
+		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+			if a.GetSubresource() == "" {
+				cur := trackedPod(t, cs, "a")
+				cur.ResourceVersion += "s"
+				require.NoError(t, cs.Tracker().Update(podsGVR, cur, "ci"))
+			}
+			return false, nil, nil
+		})
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		require.NoError(t, err)
+		assert.Nil(t, pod)
+		got := verbs(cs)
+		assert.Equal(t, claimTries, strings.Count(strings.Join(got, ","), "patch a"), "claimTries claims")
+		assert.Equal(t, "delete a", got[len(got)-1])
+	})
+
+	t.Run("a pod gone under the resize: the next one is tried", func(t *testing.T) {
+		cs, k := fakeAPI(resizablePod("a"))
+		cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+			if a.GetSubresource() == "resize" {
+				require.NoError(t, cs.Tracker().Delete(podsGVR, "ci", "a"))
+				return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "a")
+			}
+			return false, nil, nil
+		})
+		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		require.NoError(t, err, "not a failure of the claim: no pod")
+		assert.Nil(t, pod)
+	})
+
+	t.Run("a settled pod first", func(t *testing.T) {
+		for range 10 {
+			fresh, settled := resizablePod("fresh"), resizablePod("settled")
+			fresh.Status.Conditions[0].LastTransitionTime = metav1.Now()
+			settled.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Minute))
+			_, k := fakeAPI(fresh, settled)
+			pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+			require.NoError(t, err)
+			require.NotNil(t, pod)
+			assert.Equal(t, "settled", pod.Name)
+		}
 	})
 }
 
-func TestClaimWarmEachPodOnce(t *testing.T) {
-	cs, k := fakeAPI(readyPod("a", "1", true), readyPod("b", "1", true), readyPod("c", "1", false))
-	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
-	var mu sync.Mutex
-	got := map[string]int{}
-	none := 0
-	var wg sync.WaitGroup
-	for i := range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: fmt.Sprint(100 + i), Server: "s"}, 0, nil)
-			assert.NoError(t, err)
-			mu.Lock()
-			defer mu.Unlock()
-			if pod == nil {
-				none++
-				return
+// trackedPod is a copy of the fake API server's pod name in namespace ci.
+func trackedPod(t *testing.T, cs *fake.Clientset, name string) *corev1.Pod {
+	t.Helper()
+	obj, err := cs.Tracker().Get(podsGVR, "ci", name)
+	require.NoError(t, err)
+	return obj.(*corev1.Pod).DeepCopy()
+}
+
+// Claimers with and without resources, at once, over few pods: no pod is
+// claimed twice, each claimed pod has what its claimer asked for (the
+// pool's resources when it asked for none), and no idle pod is left
+// resized.
+func TestClaimWarmConcurrentFits(t *testing.T) {
+	q := resource.MustParse
+	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
+	fits := []*corev1.ResourceRequirements{nil, {Requests: corev1.ResourceList{"cpu": q("500m")}}, {Requests: corev1.ResourceList{"cpu": q("2")}}}
+	for round := range 20 {
+		cs, k := fakeAPI(resizablePod("a"), resizablePod("b"), resizablePod("c"), resizablePod("d"))
+		var mu sync.Mutex
+		got := map[string]string{} // pod → the cpu its claimer asked for
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fit := fits[i%len(fits)]
+				pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: fmt.Sprint(round*10 + i)}, 0, fit)
+				assert.NoError(t, err)
+				if pod == nil {
+					return
+				}
+				want := "100m"
+				if fit != nil {
+					want = fit.Requests.Cpu().String()
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				_, twice := got[pod.Name]
+				assert.False(t, twice, "pod %s claimed twice", pod.Name)
+				got[pod.Name] = want
+			}()
+		}
+		wg.Wait()
+		list, err := cs.CoreV1().Pods("ci").List(context.Background(), metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, pod := range list.Items {
+			cpu := pod.Spec.Containers[0].Resources.Requests.Cpu().String()
+			if want, ok := got[pod.Name]; ok {
+				assert.Equal(t, want, cpu, "pod %s", pod.Name)
+				continue
 			}
-			got[pod.Name]++
-			assert.True(t, pod.Warm)
-			assert.Equal(t, "/wp/warmpod", pod.Bin)
-		}()
-	}
-	wg.Wait()
-	assert.Equal(t, map[string]int{"a": 1, "b": 1}, got, "each Ready pod claimed exactly once; the unready one never")
-	assert.Equal(t, 8, none)
-	a, err := cs.CoreV1().Pods("ci").Get(context.Background(), "a", metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Equal(t, StateClaimed, a.Labels[LabelState])
-	assert.NotEmpty(t, a.Labels[LabelJob])
-	assert.Equal(t, "s", a.Labels[LabelServer])
-}
-
-func TestPodReady(t *testing.T) {
-	p := readyPod("a", "1", true)
-	assert.True(t, PodReady(p))
-	p.DeletionTimestamp = &metav1.Time{}
-	assert.False(t, PodReady(p), "a pod being deleted is not claimable")
-	assert.False(t, PodReady(readyPod("b", "1", false)))
-}
-
-func TestStuck(t *testing.T) {
-	p := readyPod("a", "1", false)
-	assert.Empty(t, stuck(p))
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "build", Image: "alpin:3.20",
-		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull", Message: "not found"}}}}
-	assert.Equal(t, "container build (image alpin:3.20): ErrImagePull: not found", stuck(p))
-	p.Status.ContainerStatuses[0].State.Waiting.Reason = "ContainerCreating"
-	assert.Empty(t, stuck(p), "still starting")
-}
-
-// The pool controller's demand rides on the claim and the cold pod's create,
-// and a pod it is retiring is never claimed.
-func TestClaimAndColdRecordDemand(t *testing.T) {
-	retiring := readyPod("r", "1", true)
-	retiring.Annotations = map[string]string{AnnotationRetiring: "true"}
-	cs, k := fakeAPI(retiring, readyPod("a", "1", true))
-	p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod"}
-
-	before := time.Now().UTC()
-	pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: "1"}, 0, nil)
-	require.NoError(t, err)
-	require.NotNil(t, pod)
-	assert.Equal(t, "a", pod.Name, "the retiring pod is skipped")
-	pod, err = k.ClaimWarm(context.Background(), p, Owner{Job: "2"}, 0, nil)
-	require.NoError(t, err)
-	assert.Nil(t, pod, "a retiring pod is never claimed, even as the last one")
-
-	a, err := cs.CoreV1().Pods("ci").Get(context.Background(), "a", metav1.GetOptions{})
-	require.NoError(t, err)
-	at, err := time.Parse(time.RFC3339Nano, a.Annotations[AnnotationClaimedAt])
-	require.NoError(t, err)
-	assert.False(t, at.Before(before.Truncate(time.Nanosecond)))
-	_, err = strconv.Atoi(a.Annotations[AnnotationClaimWait])
-	assert.NoError(t, err)
-
-	tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelPool: "alpine"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine"}}}}
-	// The fake API server's pod never gets Ready; only the create matters.
-	_, _ = k.CreateCold(context.Background(), Pool{Name: "alpine", Template: tmpl}, Owner{Job: "3"},
-		Cold{Reason: ColdNoIdle, Waited: 1500 * time.Millisecond}, 10*time.Millisecond)
-	var created *corev1.Pod
-	for _, act := range cs.Actions() {
-		if c, ok := act.(k8stesting.CreateAction); ok {
-			created = c.GetObject().(*corev1.Pod)
+			assert.Equal(t, StateIdle, pod.Labels[LabelState])
+			assert.Equal(t, "100m", cpu, "idle pod %s left resized", pod.Name)
 		}
 	}
-	require.NotNil(t, created)
-	assert.Equal(t, "no-idle", created.Annotations[AnnotationColdReason])
-	assert.Equal(t, "1500", created.Annotations[AnnotationClaimWait])
-	assert.Empty(t, tmpl.Annotations, "the pool's template is not written to")
-	assert.True(t, ColdNoIdle.Demand())
-	assert.True(t, ColdPending.Demand())
-	assert.False(t, ColdNoPool.Demand())
-	assert.False(t, ColdReleased.Demand())
 }
 
 func TestSettledFirst(t *testing.T) {

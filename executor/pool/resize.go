@@ -89,22 +89,30 @@ func (k *Cluster) AwaitResize(ctx context.Context, p Pod, timeout time.Duration,
 	return k.awaitResize(ctx, p, r.Want, timeout, inForce)
 }
 
-// patchResize sends the resize of container in pod name to want and
-// returns the pod as the API server answered it. rv, when set, is the
-// precondition: a pod at another resourceVersion gets 409 Conflict (the
-// API server's error, unwrapped by apierrors.IsConflict) and is left as
-// it is.
+// errPodGone: the pod a resize was for does not exist (any more).
+var errPodGone = errors.New("the pod is gone")
+
+// patchResize sends the resize of container in pod name to want, as
+// ResizeFieldManager, and returns the pod as the API server answered it.
+// rv, when set, is the precondition: a pod at another resourceVersion
+// gets 409 Conflict (the API server's error, unwrapped by
+// apierrors.IsConflict) and is left as it is. Errors that say the resize
+// can never be made here wrap [ErrResizeUnsupported]; a pod that is gone
+// wraps errPodGone.
 func (k *Cluster) patchResize(ctx context.Context, name, container string, want corev1.ResourceRequirements, rv string) (*corev1.Pod, error) {
 	patch := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": container, "resources": want}}}}
 	if rv != "" {
 		patch["metadata"] = map[string]any{"resourceVersion": rv}
 	}
 	b, _ := json.Marshal(patch)
-	after, err := k.CS.CoreV1().Pods(k.Namespace).Patch(ctx, name, types.StrategicMergePatchType, b, metav1.PatchOptions{}, "resize")
+	after, err := k.CS.CoreV1().Pods(k.Namespace).Patch(ctx, name, types.StrategicMergePatchType, b, metav1.PatchOptions{FieldManager: ResizeFieldManager}, "resize")
 	if apierrors.IsNotFound(err) {
 		// The pod itself, or the subresource: tell them apart.
-		if _, gerr := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
-			return nil, fmt.Errorf("resize pod %s: the pod is gone: %w", name, err)
+		switch _, gerr := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, name, metav1.GetOptions{}); {
+		case apierrors.IsNotFound(gerr):
+			return nil, fmt.Errorf("resize pod %s: %w: %w", name, errPodGone, err)
+		case gerr != nil:
+			return nil, fmt.Errorf("resize pod %s: %v; reading the pod: %w", name, err, gerr)
 		}
 	}
 	switch {
@@ -112,6 +120,8 @@ func (k *Cluster) patchResize(ctx context.Context, name, container string, want 
 		return nil, fmt.Errorf("%w: the API server has no pods/resize (Kubernetes < 1.33?): %v", ErrResizeUnsupported, err)
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 		return nil, fmt.Errorf("%w: %v", ErrResizeUnsupported, err)
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("%w: not allowed (the account needs patch on pods/resize; or a ResourceQuota, a LimitRange or an admission webhook refused it): %v", ErrResizeUnsupported, err)
 	case err != nil:
 		return nil, fmt.Errorf("resize pod %s: %w", name, err)
 	}
