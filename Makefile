@@ -91,11 +91,12 @@ image-github: build ## FROM scratch image of the Actions hook (Dockerfile.github
 # over the changes bench/results.md records, and since); the goal is 5.5 MB
 # (issue 30), and a static Go binary with crypto/tls alone is 4.34 MB with
 # COLDPKGS's flags. The cap is the size at the last commit that changed it
-# (5,472,418 B, once internal/initlog and internal/jsonenc replaced
-# log/slog and encoding/json's encoder) plus two 4 KiB pages (the linker grows the file in pages);
+# (5,484,706 B, once `job attach` ran `job stage` in its own process: 12 KB
+# for about 1.5 ms off every step; 5,472,418 B before) plus two 4 KiB pages
+# (the linker grows the file in pages);
 # `make test` fails above it. Raise it only with the reason in the commit
 # message; lower it when PID 1 shrinks.
-MAXSIZE   := 5480610
+MAXSIZE   := 5492898
 
 size: build ## print PID 1's binary size, check it is static and at most MAXSIZE bytes
 	@s=$$(wc -c < $(BIN)); echo "$(BIN): $$s bytes (limit MAXSIZE $(MAXSIZE))"; file $(BIN) 2>/dev/null || true; \

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -49,11 +50,17 @@ func jobFlags(name string) (*flag.FlagSet, *string, *string) {
 // args); see parseClientArgs for commands whose flags may follow their
 // positional argument.
 func parseClient(fs *flag.FlagSet, args []string) bool {
+	return parseClientTo(fs, args, os.Stderr)
+}
+
+// parseClientTo is parseClient saying a bad flag's environment twin on
+// stderr (a call that `job attach` runs in its own process has its own).
+func parseClientTo(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
 	if err := fs.Parse(args); err != nil {
 		return false
 	}
 	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod:", err)
+		fmt.Fprintln(stderr, "warmpod:", err)
 		return false
 	}
 	return true
@@ -102,10 +109,16 @@ func newClient(sock string) client {
 // socket is exit 69, said on stderr.
 func (c client) answer(resp *control.Response, err error) (*control.Response, int) {
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "warmpod: PID 1 not reachable at %s: %v\n", c.Socket, err)
-		return nil, control.ExitUnavailable
+		return nil, unreachable(os.Stderr, c.Socket, err)
 	}
 	return resp, resp.Code
+}
+
+// unreachable says on stderr that PID 1 is not reachable at sock, and
+// returns the exit code for it.
+func unreachable(stderr io.Writer, sock string, err error) int {
+	fmt.Fprintf(stderr, "warmpod: PID 1 not reachable at %s: %v\n", sock, err)
+	return control.ExitUnavailable
 }
 
 // printJSON prints v's JSON (jsonenc: PID 1's binary links no

@@ -31,10 +31,11 @@ const attachWatch = 2 * time.Second
 const attachNoJob = time.Minute
 
 // jobAttach serves one job's calls over its stdin and stdout (the frames
-// of package muxproto): each Open runs `warmpod job …` as a child process
-// exactly as a direct exec would run it (same working directory and
-// environment), its stdin, stdout and stderr carried on the frame's
-// channel and its exit code in an Exit frame. It exits when its stdin
+// of package muxproto): each Open runs `warmpod job …` exactly as a direct
+// exec would run it (same working directory and environment), its stdin,
+// stdout and stderr carried on the frame's channel and its exit code in an
+// Exit frame. `job stage`, one per step or stage, runs in attach's own
+// process; every other command as a child process. It exits when its stdin
 // ends (the stream was cut: the calls it runs are stopped, and each stage
 // they streamed goes on under PID 1 for a reattach to resume), when the
 // job is no longer the pod's (Bye "job-ended"), or on SIGTERM.
@@ -97,10 +98,12 @@ type attacher struct {
 	wg    sync.WaitGroup
 }
 
-// attachCall is one running child and its stdin queue.
+// attachCall is one running call and its stdin queue.
 type attachCall struct {
-	cmd   *exec.Cmd
 	stdin *byteQueue
+	// stop ends the call: its child is killed, or its run in attach's
+	// process cancelled (a stage goes on under PID 1 either way).
+	stop func()
 }
 
 func (a *attacher) serve(ctx context.Context, in io.Reader) int {
@@ -116,7 +119,7 @@ func (a *attacher) serve(ctx context.Context, in io.Reader) int {
 				readErr <- err
 				return
 			}
-			if err := a.handle(f); err != nil {
+			if err := a.handle(ctx, f); err != nil {
 				readErr <- err
 				return
 			}
@@ -166,14 +169,14 @@ func (a *attacher) serve(ctx context.Context, in io.Reader) int {
 
 // handle acts on one frame from the host. An error ends the stream: the
 // host broke the protocol.
-func (a *attacher) handle(f muxproto.Frame) error {
+func (a *attacher) handle(ctx context.Context, f muxproto.Frame) error {
 	switch f.Type {
 	case muxproto.TypeOpen:
 		o, err := muxproto.DecodeOpen(f)
 		if err != nil {
 			return err
 		}
-		a.open(f.Channel, o.Argv)
+		a.open(ctx, f.Channel, o.Argv)
 	case muxproto.TypeStdin, muxproto.TypeStdinEOF, muxproto.TypeClose:
 		a.mu.Lock()
 		c := a.calls[f.Channel]
@@ -188,7 +191,7 @@ func (a *attacher) handle(f muxproto.Frame) error {
 			c.stdin.close()
 		default:
 			c.stdin.close()
-			_ = c.cmd.Process.Kill() // our child, not yet waited for (it is still in calls)
+			c.stop()
 		}
 	case muxproto.TypePing:
 		// The stream's heartbeat: answered at once, so that bytes cross
@@ -206,7 +209,7 @@ func (a *attacher) handle(f muxproto.Frame) error {
 
 // open starts argv as channel ch. A call that cannot start is answered
 // with a refused Exit at once.
-func (a *attacher) open(ch uint32, argv []string) {
+func (a *attacher) open(ctx context.Context, ch uint32, argv []string) {
 	refuse := func(format string, v ...any) {
 		_ = a.w.WriteDoc(muxproto.TypeExit, ch, muxproto.Exit{Error: fmt.Sprintf(format, v...), Refused: true})
 	}
@@ -224,6 +227,12 @@ func (a *attacher) open(ch uint32, argv []string) {
 		refuse("channel %d is in use", ch)
 		return
 	}
+	if argv[2] == "stage" {
+		if c := a.stageInProcess(ctx, ch, argv[3:]); c != nil {
+			a.calls[ch] = c
+		}
+		return
+	}
 	cmd := exec.Command(a.exe, argv[1:]...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -239,7 +248,9 @@ func (a *attacher) open(ch uint32, argv []string) {
 		refuse("%v", err)
 		return
 	}
-	c := &attachCall{cmd: cmd, stdin: newByteQueue()}
+	// Our child, not yet waited for while it is in calls: Kill cannot
+	// reach another process.
+	c := &attachCall{stdin: newByteQueue(), stop: func() { _ = cmd.Process.Kill() }}
 	a.calls[ch] = c
 	a.wg.Add(2)
 	go func() {
@@ -275,8 +286,60 @@ func (a *attacher) stopAll() {
 	defer a.mu.Unlock()
 	for _, c := range a.calls {
 		c.stdin.close()
-		_ = c.cmd.Process.Kill()
+		c.stop()
 	}
+}
+
+// stageInProcess runs `job stage args` as channel ch in attach's own
+// process: the same code as the command, with the channel's stdin, stdout
+// and stderr, and ctx's end (attach's signal, a Close, the stream's end)
+// in the place of a kill; nil when it could not start (refused). Called
+// with a.mu held.
+func (a *attacher) stageInProcess(ctx context.Context, ch uint32, args []string) *attachCall {
+	cctx, cancel := context.WithCancel(ctx)
+	c := &attachCall{stdin: newByteQueue(), stop: cancel}
+	// A pipe, as a child's stdin is: io.Pipe would link about 20 KB more
+	// into PID 1's binary (make size).
+	stdin, feed, err := os.Pipe()
+	if err != nil {
+		cancel()
+		_ = a.w.WriteDoc(muxproto.TypeExit, ch, muxproto.Exit{Error: err.Error(), Refused: true})
+		return nil
+	}
+	sio := stageIO{stdin: stdin, stdout: a.w.DataWriter(muxproto.TypeStdout, ch), stderr: a.w.DataWriter(muxproto.TypeStderr, ch),
+		outputGone: func() bool { return cctx.Err() != nil }}
+	a.wg.Add(2)
+	go func() {
+		defer a.wg.Done()
+		c.stdin.copyTo(feed)
+		_ = feed.Close() // the end of the executor's stdin, as a child's pipe would close
+	}()
+	go func() {
+		defer a.wg.Done()
+		exit := runInProcess(cctx, args, sio)
+		cancel()
+		// A call that has returned reads no more stdin: what is still
+		// queued fails, as a write to a dead child's pipe would.
+		_ = stdin.Close()
+		a.mu.Lock()
+		delete(a.calls, ch)
+		a.mu.Unlock()
+		c.stdin.close()
+		_ = a.w.WriteDoc(muxproto.TypeExit, ch, exit)
+	}()
+	return c
+}
+
+// runInProcess is runJobStage's exit as an Exit frame; a panic, which in
+// a child would have been its own crash, is the call's error and not the
+// end of the job's other calls.
+func runInProcess(ctx context.Context, args []string, sio stageIO) (exit muxproto.Exit) {
+	defer func() {
+		if r := recover(); r != nil {
+			exit = muxproto.Exit{Error: fmt.Sprintf("warmpod stage in the pod: panic: %v", r)}
+		}
+	}()
+	return muxproto.Exit{Code: runJobStage(ctx, args, sio)}
 }
 
 // byteQueue is an unbounded queue of stdin bytes: the frame reader never

@@ -44,14 +44,36 @@ var stageShells = []string{"/usr/local/bin/bash", "/usr/bin/bash", "/bin/bash", 
 // the executor is gone: the call stops renewing the lease (a dead executor
 // must not keep a job alive) and goes on streaming.
 func jobStage(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	defer stop()
+	return runJobStage(ctx, args, stageIO{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr,
+		outputGone: func() bool { return outputGone(os.Stdout) }})
+}
+
+// stageIO is where one `job stage` call reads its script and writes its
+// output and status lines: the process's own files, or one channel of
+// `job attach`, which runs the call in its own process (a child process
+// per stage was about 1.5 ms of every step's overhead: issue 30).
+type stageIO struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	// outputGone tells whether nobody reads stdout any more: the call then
+	// stops renewing the lease, so a dead executor keeps no job alive.
+	outputGone func() bool
+}
+
+// runJobStage is jobStage on sio until ctx ends (a signal, or attach's call
+// stopped): the stage goes on under PID 1 for a retry to resume.
+func runJobStage(ctx context.Context, args []string, sio stageIO) int {
 	fs, sock, job := jobFlags("job stage")
+	fs.SetOutput(sio.stderr)
 	name := fs.String("stage", "", "stage name (required)")
 	size := fs.Int64("size", -1, "exact size of the script on stdin, in bytes (required)")
 	sum := fs.String("sha256", "", "hex SHA-256 of the script (required)")
 	shell := fs.String("shell", "auto", "interpreter of the script: auto (bash if the image has it, else sh) or a path")
 	offset := fs.Int64("offset", 0, "bytes of the stage's output already received: stream from there (a retry)")
-	if !parseClient(fs, args) || fs.NArg() != 0 || *name == "" || *size < 0 || *sum == "" || *offset < 0 {
-		fmt.Fprintln(os.Stderr, "usage: warmpod job stage --job ID --stage NAME --size N --sha256 HEX [--shell auto|PATH] [--offset N] < script")
+	if !parseClientTo(fs, args, sio.stderr) || fs.NArg() != 0 || *name == "" || *size < 0 || *sum == "" || *offset < 0 {
+		fmt.Fprintln(sio.stderr, "usage: warmpod job stage --job ID --stage NAME --size N --sha256 HEX [--shell auto|PATH] [--offset N] < script")
 		return control.ExitUsage
 	}
 	digest := normalizeHex(*sum)
@@ -59,28 +81,26 @@ func jobStage(args []string) int {
 	if interp == "auto" {
 		interp = detectShell()
 		if interp == "" {
-			fmt.Fprintf(os.Stderr, "warmpod: job stage: no shell in the image (tried %v)\n", stageShells)
+			fmt.Fprintf(sio.stderr, "warmpod: job stage: no shell in the image (tried %v)\n", stageShells)
 			return 127
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
-	defer stop()
 	c := newClient(*sock)
-	st, code := c.answer(c.JobStatus(ctx, *job, ""))
-	if st == nil {
-		return code
+	st, err := c.JobStatus(ctx, *job, "")
+	if err != nil {
+		return unreachable(sio.stderr, *sock, err)
 	}
 	if !st.OK {
-		fmt.Fprintln(os.Stderr, "warmpod:", st.Error)
+		fmt.Fprintln(sio.stderr, "warmpod:", st.Error)
 		return st.Code
 	}
 	if st.JobDir == "" || st.LogPath == "" {
-		fmt.Fprintln(os.Stderr, "warmpod: job stage: PID 1 did not say where the job's directory is (an older warmpod?)")
+		fmt.Fprintln(sio.stderr, "warmpod: job stage: PID 1 did not say where the job's directory is (an older warmpod?)")
 		return control.ExitSoftware
 	}
-	script, err := stageclient.Store(st, *name, os.Stdin, *size, digest)
+	script, err := stageclient.Store(st, *name, sio.stdin, *size, digest)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod: job stage:", err)
+		fmt.Fprintln(sio.stderr, "warmpod: job stage:", err)
 		if errors.Is(err, putfile.ErrBadInput) || errors.Is(err, putfile.ErrUnsafePath) || errors.Is(err, stageclient.ErrOtherScript) {
 			return control.ExitDataErr
 		}
@@ -90,32 +110,32 @@ func jobStage(args []string) int {
 	// after the script means it went away.
 	var executorGone atomic.Bool
 	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
+		_, _ = io.Copy(io.Discard, sio.stdin)
 		executorGone.Store(true)
 	}()
 	dir, _ := os.Getwd()
-	resp, code := c.answer(c.Stage(ctx, control.StageRequest{Job: *job, Stage: *name, Argv: []string{interp, script}, Dir: dir, SHA256: digest}))
-	if resp == nil {
-		return code
+	resp, err := c.Stage(ctx, control.StageRequest{Job: *job, Stage: *name, Argv: []string{interp, script}, Dir: dir, SHA256: digest})
+	if err != nil {
+		return unreachable(sio.stderr, *sock, err)
 	}
 	if !resp.OK {
-		fmt.Fprintln(os.Stderr, "warmpod:", resp.Error)
+		fmt.Fprintln(sio.stderr, "warmpod:", resp.Error)
 		return resp.Code
 	}
 	view, err := resp.StageStatus()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod: job stage: bad answer from PID 1:", err)
+		fmt.Fprintln(sio.stderr, "warmpod: job stage: bad answer from PID 1:", err)
 		return control.ExitIOErr
 	}
-	_, _ = os.Stderr.Write(append(resp.Data, '\n'))
+	_, _ = sio.stderr.Write(append(resp.Data, '\n'))
 	stream := stageclient.Stream{Source: stageclient.ControlSource{Client: control.Client{Socket: *sock}}, Job: resp.Job, LogPath: st.LogPath,
-		Live: func() bool { return !executorGone.Load() && !outputGone(os.Stdout) }}
-	final, err := stream.Copy(ctx, view, *offset, os.Stdout)
+		Live: func() bool { return !executorGone.Load() && !sio.outputGone() }}
+	final, err := stream.Copy(ctx, view, *offset, sio.stdout)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod: job stage:", err)
+		fmt.Fprintln(sio.stderr, "warmpod: job stage:", err)
 		return control.ExitIOErr
 	}
-	_, _ = os.Stderr.Write(append(final.AppendJSON(nil), '\n'))
+	_, _ = sio.stderr.Write(append(final.AppendJSON(nil), '\n'))
 	if final.ExitCode == nil {
 		return control.ExitIOErr
 	}
