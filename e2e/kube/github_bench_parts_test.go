@@ -59,7 +59,7 @@ var stepPartNames = []string{
 	"Kubernetes client set-up (kubeconfig, clientset)",
 	"the step's files read and its stage script made",
 	"to the job's multiplexer (unix socket) until it took the call",
-	"into the pod until PID 1 started the stage: frames over the job's exec stream, attach's `warmpod job stage` child, its status, script and stage requests to PID 1",
+	"into the pod until PID 1 started the stage: frames over the job's exec stream, the `job stage` call in attach's process (a child process before 4ad8eca), its status, script and stage requests to PID 1",
 	"the stage script around the step in the pod (PID 1's stage time − the script's): shell, step files, environment, the entry point's start; the file commands back",
 	"from the stage's end back to the hook: PID 1's wait answer, the output's tail and status line, attach, the exec stream, the multiplexer",
 	"the hook after the stage until its run returns",
