@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,13 +39,7 @@ func startPID1(t *testing.T) (string, string) {
 		"--jobs-dir", filepath.Join(dir, "jobs"),
 		"--termination-log", filepath.Join(dir, "termination-log"),
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = []string{childEnv + "=" + strings.Join(args, "\n")}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "WARMPOD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
+	cmd := pid1Child(args)
 	cmd.Stdin = strings.NewReader("") // its shell's stdin: nothing
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log

@@ -59,19 +59,24 @@ func TestSIGTERMAfterServeReturns(t *testing.T) {
 		"--log-level", "debug",
 		"--", "/bin/true",
 	}
+	out, err := pid1Child(args).CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		require.Failf(t, "PID 1 did not exit 0", "%v; output:\n%s", ee.ProcessState, out)
+	}
+	require.NoError(t, err, "%s", out)
+}
+
+// pid1Child is this test binary run as PID 1 with args (TestMain's child
+// mode), not yet started. Without the caller's WARMPOD_* (flags'
+// environment twins) it runs with exactly these flags.
+func pid1Child(args []string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	// Without the caller's WARMPOD_* (flags' environment twins) the
-	// child runs with exactly these flags.
 	cmd.Env = []string{childEnv + "=" + strings.Join(args, "\n")}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "WARMPOD_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		require.Failf(t, "PID 1 did not exit 0", "%v; output:\n%s", ee.ProcessState, out)
-	}
-	require.NoError(t, err, "%s", out)
+	return cmd
 }
