@@ -317,6 +317,14 @@ func (a *attacher) stageInProcess(ctx context.Context, ch uint32, args []string)
 	go func() {
 		defer a.wg.Done()
 		exit := runInProcess(cctx, args, sio)
+		if cctx.Err() != nil && exit.Error == "" {
+			// Stopped (a Close, the stream's end, attach's signal): what
+			// the call says then (a short script, PID 1 "unreachable")
+			// is the stop's doing, not the stage's. As a killed child's
+			// was, its fate is unknown: the executor reattaches with
+			// --offset, and a stage PID 1 started is streamed, not lost.
+			exit = muxproto.Exit{Error: fmt.Sprintf("warmpod stage in the pod: stopped: %v", context.Cause(cctx))}
+		}
 		cancel()
 		// A call that has returned reads no more stdin: what is still
 		// queued fails, as a write to a dead child's pipe would.
@@ -330,9 +338,11 @@ func (a *attacher) stageInProcess(ctx context.Context, ch uint32, args []string)
 	return c
 }
 
-// runInProcess is runJobStage's exit as an Exit frame; a panic, which in
-// a child would have been its own crash, is the call's error and not the
-// end of the job's other calls.
+// runInProcess is runJobStage's exit as an Exit frame; a panic on the
+// call's own goroutine, which in a child would have been its own crash,
+// is the call's error and not the end of the job's other calls (the
+// goroutines the call starts, such as its stream's wait, are not
+// covered).
 func runInProcess(ctx context.Context, args []string, sio stageIO) (exit muxproto.Exit) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -215,7 +216,7 @@ func TestJobAttachStopsAStageCallItRuns(t *testing.T) {
 	require.Eventually(t, func() bool { o, _ := r.out(1); return o == "first\n" }, 10*time.Second, 5*time.Millisecond)
 	require.NoError(t, r.w.Write(muxproto.TypeClose, 1, nil))
 	x := r.exit(t, 1)
-	assert.NotZero(t, x.Code, "a stopped call does not pass for the stage's success")
+	assert.Contains(t, x.Error, "stopped", "a stopped call's fate is unknown, as a killed child's was: the executor reattaches")
 	c := control.Client{Socket: sock, Timeout: 10 * time.Second}
 	resp, err := c.JobStatus(context.Background(), job, "long")
 	require.NoError(t, err)
@@ -245,4 +246,30 @@ func TestJobAttachStopsAStageCallItRuns(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("attach did not stop the call when its stream ended")
 	}
+}
+
+// A call stopped before its stage runs (a Close while its script is still
+// coming, or before any of it) ends with an Exit whose fate is unknown,
+// as a killed child's did, not with the exit code of what the stop caused
+// (65 for a short script, 69 for a cancelled request to PID 1), which the
+// executor would take for the step's final failure. Nothing ran.
+func TestJobAttachStoppedBeforeTheStageIsUnknown(t *testing.T) {
+	sock, job := startPID1(t)
+	r := serveAttach(t, sock, job)
+	script := "echo ran\n"
+	sum := sha256.Sum256([]byte(script))
+	for ch, sent := range map[uint32]string{1: "", 2: script[:3]} {
+		require.NoError(t, r.w.WriteJSON(muxproto.TypeOpen, ch, muxproto.Open{Argv: []string{"/nonexistent/warmpod", "job", "stage", "--control-socket", sock,
+			"--job", job, "--stage", fmt.Sprintf("s%d", ch), "--size", strconv.Itoa(len(script)), "--sha256", hex.EncodeToString(sum[:]), "--shell", "/bin/sh"}}))
+		if sent != "" {
+			require.NoError(t, r.w.WriteData(muxproto.TypeStdin, ch, []byte(sent)))
+		}
+		require.NoError(t, r.w.Write(muxproto.TypeClose, ch, nil))
+		x := r.exit(t, ch)
+		assert.Contains(t, x.Error, "stopped", "channel %d (%q of the script sent)", ch, sent)
+	}
+	c := control.Client{Socket: sock, Timeout: 10 * time.Second}
+	resp, err := c.JobStatus(context.Background(), job, "")
+	require.NoError(t, err)
+	assert.NotContains(t, string(resp.Data), `"stage":"s`, "no stage started")
 }
