@@ -298,7 +298,7 @@ func (a *attacher) stopAll() {
 func (a *attacher) stageInProcess(ctx context.Context, ch uint32, args []string) *attachCall {
 	cctx, cancel := context.WithCancel(ctx)
 	c := &attachCall{stdin: newByteQueue(), stop: cancel}
-	// A pipe, as a child's stdin is: io.Pipe would link about 20 KB more
+	// A pipe, as a child's stdin is: io.Pipe would link about 8 KB more
 	// into PID 1's binary (make size).
 	stdin, feed, err := os.Pipe()
 	if err != nil {
