@@ -34,26 +34,31 @@ build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1)
 	install -m 0755 cmd/warmpod-github/shim.sh $(HOOK).sh
 	@ls -l $(BIN) $(DRIVER) $(HOOK) $(POOLS) | awk '{print "built", $$NF, $$5, "bytes"}'
 
-deps: ## install what the tests need (Debian: runc, busybox-static, the anchor inits)
-	@missing=""; for p in $(PKGS_DEB); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# apt_install installs the Debian packages of $(1) that are missing.
+define apt_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "apt-get install$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+endef
+
+deps: ## install what the tests need (Debian: runc, busybox-static, the anchor inits)
+	$(call apt_install,$(PKGS_DEB))
 	$(GO) mod download
 
 vet: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 
-test: deps vet build size helm ## everything CI runs: PID 1's size limit (MAXSIZE), unit tests with -race (the chart's with helm), then the runc end-to-end tests
-	HELM=$(CURDIR)/$(HELM) WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 45m ./...
+test: deps vet build size helm ## everything CI runs: PID 1's size limit (MAXSIZE), unit tests with -race (the chart's with helm and the published runner charts), then the runc end-to-end tests
+	HELM=$(CURDIR)/$(HELM) RUNNER_CHARTS=$(SHARED)/runner-charts WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 45m ./...
 
 helm: ## the helm command pinned in tools/helm (a Go tool module: nothing downloaded but Go modules) → bin/helm
 	$(GO) build -C tools/helm -o $(CURDIR)/$(HELM) helm.sh/helm/v4/cmd/helm
 
-chart-test: helm ## the Helm chart: lint, golden files of helm template, the values schema refusing bad values
-	HELM=$(CURDIR)/$(HELM) $(GO) test -count=1 ./charts/
+chart-test: helm ## the Helm chart: lint, golden files of helm template, bad values refused by name, NOTES.txt's values rendered through the published runner charts (../shared/runner-charts)
+	HELM=$(CURDIR)/$(HELM) RUNNER_CHARTS=$(SHARED)/runner-charts $(GO) test -count=1 ./charts/
 
 unit: ## unit tests only (no root needed)
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /e2e)
@@ -61,7 +66,8 @@ unit: ## unit tests only (no root needed)
 e2e: deps build ## end-to-end tests: warmpod as PID 1 of real runc containers
 	WARMPOD_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 45m -v ./e2e/
 
-demo: deps build ## the whole cycle in a runc container: warm, job with a token, end, idle exit
+demo: build ## the whole cycle in a runc container: warm, job with a token, end, idle exit (installs runc and busybox-static if missing)
+	$(call apt_install,runc busybox-static)
 	./scripts/demo.sh $(CURDIR)/$(BIN)
 
 image: build ## FROM scratch image from the prebuilt binary with buildah (offline), then check it
@@ -133,7 +139,7 @@ gitlab-runner: ## build the real GitLab Runner + mock coordinator of ../shared/g
 	@test -x $(GLR_DIR)/build.sh || { echo "$(GLR_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
 	$(GLR_DIR)/build.sh
 
-gitlab-helper: ## build GitLab Runner's helper binary (gitlab-runner-helper) of ../shared/gitlab-runner into $(GLR_BIN)
+gitlab-helper: ## build GitLab Runner's helper binary (gitlab-runner-helper) of ../shared/gitlab-runner into /var/tmp/glr/bin (GLR_BIN)
 	@test -x $(GLR_DIR)/build-helper.sh || { echo "$(GLR_DIR)/build-helper.sh not found (set SHARED=path/to/shared)"; exit 1; }
 	GLR_OUT=$(GLR_BIN) $(GLR_DIR)/build-helper.sh
 
@@ -193,6 +199,7 @@ e2e-kube: image-tar image-executor-tar gitlab-runner image-gitlab-helper helm ##
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(EXEC_TAR); \
 	$(MAKE) --no-print-directory actions-hooks; \
 	HELM=$(CURDIR)/$(HELM) WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) GLR_DIR=$(GLR_DIR) HOOKS_DIR=$(HOOKS_DIR) \
+	  GLR_BIN=$(GLR_BIN) SHARED=$(SHARED) RUNNER_CHARTS=$(SHARED)/runner-charts \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m ./e2e/kube/
 
 bench-kube: image-tar gitlab-runner image-gitlab-helper ## GitLab Runner job overhead, warm pool vs cold pod (plain, artifacts+cache, resized jobs; real cluster) → bench/gitlab-kube.md, bench/gitlab-features-kube.md
