@@ -37,7 +37,8 @@ import (
 // GitLab, which the mock does not serve) is replaced by the register's
 // result. The image volume way cannot run here (Kubernetes 1.34 with
 // containerd 1.6: image volumes need the gate and containerd 2.1), so the
-// charts' tests check it by render only.
+// charts' tests check it by render only. A second release in the namespace
+// is refused at install.
 func TestGitLabRunnerChartValues(t *testing.T) {
 	charts := runnerChartsDir(t)
 	ns := newNamespace(t, "glrchart", true)
@@ -45,6 +46,13 @@ func TestGitLabRunnerChartValues(t *testing.T) {
 	notes := runHelm(t, "install", "ci", filepath.Join(repoRoot, "charts/warmpod"), "-n", ns,
 		"-f", chartValuesOnePool(t), "--set", "gitlab.runnerImage.repository=localhost/warmpod-gitlab-runner",
 		"--set", "gitlab.runnerImage.tag=e2e", "--wait", "--timeout", "3m")
+	// One release per namespace: the drivers and the controller read every
+	// pool of it, so a second release would share them (lookup at install).
+	out, err := exec.Command(helmBinary(t), "install", "ci2", filepath.Join(repoRoot, "charts/warmpod"), "-n", ns,
+		"-f", chartValuesOnePool(t)).CombinedOutput()
+	require.Error(t, err, "%s", out)
+	assert.Contains(t, string(out), `namespace `+ns+` already has warmpod release "ci"`)
+
 	values := notesBlock(t, notes, "GitLab Runner")
 	vf := filepath.Join(t.TempDir(), "values-from-notes.yaml")
 	require.NoError(t, os.WriteFile(vf, []byte(values), 0o644))
