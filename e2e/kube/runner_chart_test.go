@@ -106,7 +106,7 @@ func TestGitLabRunnerChartValues(t *testing.T) {
 		return p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed", p.Status.Phase
 	})
 	log := podLog(t, ns, "runner")
-	final := mock.final(t)
+	final := mock.final(t, log)
 	tr := traceText(mock.trace(t))
 	require.Equal(t, "success", final["state"], "final %v\ntrace:\n%s\nrunner log:\n%s", final, lastLines(tr, 40), lastLines(log, 40))
 	assert.Contains(t, tr, "Using Custom executor with driver warmpod ")
@@ -239,8 +239,22 @@ func buildRunnerImage(t *testing.T, image string) {
 		require.NoError(t, os.WriteFile(p, b, mode))
 	}
 	put("/bin/busybox", "bin/busybox", 0o755)
-	require.NoError(t, os.Symlink("busybox", filepath.Join(root, "bin/sh")))
-	put(filepath.Join(glrBin(), "gitlab-runner"), "usr/bin/gitlab-runner", 0o755)
+	applets, err := exec.Command("/bin/busybox", "--list").Output()
+	require.NoError(t, err)
+	for _, a := range strings.Fields(string(applets)) {
+		if a != "busybox" {
+			require.NoError(t, os.Symlink("busybox", filepath.Join(root, "bin", a)))
+		}
+	}
+	runner := filepath.Join(glrBin(), "gitlab-runner")
+	put(runner, "usr/bin/gitlab-runner", 0o755)
+	// The fixture's runner is built with cgo (GitLab's image has its libc):
+	// its shared libraries and loader come along, as ldd lists them.
+	libs, err := exec.Command("ldd", runner).Output()
+	require.NoError(t, err)
+	for _, lib := range regexp.MustCompile(`(?m)(/\S+) \(0x`).FindAllStringSubmatch(string(libs), -1) {
+		put(lib[1], strings.TrimPrefix(lib[1], "/"), 0o755)
+	}
 	put(driverBinary(t), m[1], 0o755)
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "tmp"), 0o755))
 	require.NoError(t, os.Chmod(filepath.Join(root, "tmp"), 0o1777))
@@ -289,11 +303,11 @@ func startMock(t *testing.T, script []string) *glrMock {
 	return m
 }
 
-func (m *glrMock) final(t *testing.T) map[string]any {
+func (m *glrMock) final(t *testing.T, runnerLog string) map[string]any {
 	t.Helper()
 	var f map[string]any
 	b, err := os.ReadFile(filepath.Join(m.dir, "final-1.json"))
-	require.NoError(t, err, "no final update from the runner")
+	require.NoError(t, err, "no final update from the runner; its log:\n%s", lastLines(runnerLog, 40))
 	require.NoError(t, json.Unmarshal(b, &f))
 	return f
 }
