@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/jsonenc"
 )
 
@@ -53,14 +52,23 @@ func parseClient(fs *flag.FlagSet, args []string) bool {
 	return parseClientTo(fs, args, os.Stderr)
 }
 
-// parseClientTo is parseClient saying a bad flag's environment twin on
-// stderr (a call that `job attach` runs in its own process has its own).
+// parseClientTo is parseClient saying a bad flag or environment twin on
+// stderr, in one line (a call that `job attach` runs in its own process
+// has its own stderr); -h prints the command's flags.
 func parseClientTo(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
-	if err := fs.Parse(args); err != nil {
+	return clientParsed(fs, parseFlags(fs, args), stderr)
+}
+
+// clientParsed says a client's flag error err on stderr, or its flags
+// after -h, and tells whether there was none.
+func clientParsed(fs *flag.FlagSet, err error, stderr io.Writer) bool {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stderr)
+		fs.Usage()
 		return false
-	}
-	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
-		fmt.Fprintln(stderr, "warmpod:", err)
+	case err != nil:
+		fmt.Fprintf(stderr, "warmpod: %s: %v\n", fs.Name(), err)
 		return false
 	}
 	return true
@@ -73,8 +81,8 @@ func parseClientTo(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
 func parseClientArgs(fs *flag.FlagSet, args []string) ([]string, bool) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, false
+		if err := parseArgs(fs, args); err != nil {
+			return nil, clientParsed(fs, err, os.Stderr)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -86,11 +94,7 @@ func parseClientArgs(fs *flag.FlagSet, args []string) ([]string, bool) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod:", err)
-		return nil, false
-	}
-	return pos, true
+	return pos, clientParsed(fs, applyEnv(fs), os.Stderr)
 }
 
 // callTimeout bounds any client's exchange with PID 1 (a job end takes up
