@@ -70,6 +70,14 @@ func TestCLIFailsFast(t *testing.T) {
 			stderr: `^warmpod: job start: flag provided but not defined: -bogus \(warmpod job start -h lists its flags\)\n$`},
 		{args: []string{"job", "limits", "--memory-limit", "1"}, code: 2,
 			stderr: `^warmpod: job limits: --memory-limit: memory limit 1 B is below one page \(\d+ B\): the kernel keeps whole pages\n$`},
+		{args: []string{"job", "check"}, stdin: `{"id":"job-1","nonce":` + "\n", code: 65,
+			stdout: `^\{"code":65,"error":"job spec: not valid JSON \(error at byte offset 22\)","ok":false\}\n$`,
+			stderr: `^warmpod: job spec: not valid JSON \(error at byte offset 22\)\n$`},
+		{args: []string{"job", "check"}, stdin: `{"id":"job-1","timeout":"1m","variables":[{"key":"1A"}]}` + "\n", code: 65,
+			stdout: `^\{"code":65,"error":"job spec: variables\[0\]\.key: .+","ok":false\}\n$`,
+			stderr: `^warmpod: job spec: variables\[0\]\.key: not a POSIX name`},
+		{args: []string{"job", "check"}, stdin: `{"id":"job-1","timeout":"1m","variables":[{"key":"A","value":"x"}]}` + "\n",
+			stdout: `^\{"job":"job-1","ok":true\}\n$`},
 		// PID 1 still starts for a program, a path and after "--" (a
 		// plain init here, which exits with its command).
 		{args: []string{"--exit-with-command", "--stdio", "pipe", "sh", "-c", "exit 3"}, code: 3},

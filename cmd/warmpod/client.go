@@ -14,6 +14,7 @@ import (
 
 const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] ...
   start                                  claim the pod: one JSON job spec line on stdin
+  check                                  check a job spec line on stdin as start would, without PID 1 (65: bad)
   run [--detach --stage NAME] -- cmd...  run in the job's environment (detached: as a stage of PID 1)
   stage --stage NAME --size N --sha256 HEX [--offset N] < script
                                          run a script as a stage, stream its output, exit with its code
@@ -159,6 +160,8 @@ func jobCmd(args []string) int {
 	switch args[0] {
 	case "start":
 		return jobStart(args[1:])
+	case "check":
+		return jobCheck(args[1:])
 	case "run":
 		return jobRun(args[1:])
 	case "stage":
