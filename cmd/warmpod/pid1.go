@@ -156,8 +156,9 @@ func pid1(pf *pid1Flags) int {
 	srv, err := control.Listen(c.socket, nil, log.With("component", "control"))
 	switch {
 	case errors.Is(err, control.ErrInUse):
-		// `warmpod` run inside a pod that has one (a mistyped
-		// subcommand): a second PID 1 would take the pod's clients.
+		// `warmpod` run inside a pod that has one (`warmpod -- sh`
+		// where a client command was meant): a second PID 1 would take
+		// the pod's clients.
 		fmt.Fprintf(os.Stderr, "warmpod: %v: not starting a second one (a client command is: warmpod job|probe|status|debug|install|version)\n", err)
 		return control.ExitUnavailable
 	case err != nil:
