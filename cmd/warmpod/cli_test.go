@@ -48,7 +48,7 @@ func TestCLIFailsFast(t *testing.T) {
 		{args: []string{"jobs", "start"}, code: 2, stderr: `^warmpod: unknown command "jobs": did you mean "job"\? .*\n$`},
 		{args: []string{"frobnicate"}, code: 2, stderr: `^warmpod: unknown command "frobnicate": neither a warmpod command nor a program in PATH .*\n$`},
 		{args: []string{"--idle-timeout", "5m", "frobnicate"}, code: 2, stderr: `^warmpod: unknown command "frobnicate"`},
-		{args: []string{filepath.Join(dir, "nothing")}, code: 2, stderr: `^warmpod: ".*/nothing": no such program: no such file or directory .*\n$`},
+		{args: []string{filepath.Join(dir, "nothing")}, code: 2, stderr: `^warmpod: ".*/nothing": no such program .*\n$`},
 		{args: []string{filepath.Join(dir, "plain")}, code: 2, stderr: `^warmpod: ".*/plain": not an executable file .*\n$`},
 		{args: []string{"--control-socket", filepath.Join(dir, "elsewhere.sock"), "status"}, code: 69,
 			stderr: `^warmpod: PID 1 not reachable at .*/elsewhere\.sock: .*\n$`},

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -46,11 +45,7 @@ func jobStart(args []string) int {
 // JSON answer job start would give when not. What only PID 1 knows (its
 // --config-hash, another job holding the lease) is not checked.
 func jobCheck(args []string) int {
-	fs := flag.NewFlagSet("job check", flag.ContinueOnError)
-	if !parseClient(fs, args) {
-		return control.ExitUsage
-	}
-	if fs.NArg() != 0 {
+	if len(args) != 0 {
 		fmt.Fprintln(os.Stderr, "usage: warmpod job check < spec.json   (one JSON job spec line on stdin)")
 		return control.ExitUsage
 	}

@@ -35,10 +35,6 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-// commandNames are warmpod's subcommands, the words that never start PID 1
-// (`warmpod -- install` runs the program install as its shell).
-const commandNames = "job probe status debug install version help"
-
 // run decides by the first word that is not one of PID 1's flags: a
 // subcommand runs it; no word, a word after "--", or a program (a path
 // that exists, a name found in PATH) starts PID 1 with that command as
@@ -79,7 +75,8 @@ func run(args []string) int {
 	return pid1(pf)
 }
 
-// subcommand is the function of a subcommand word, nil for another word.
+// subcommand is the function of a subcommand word, nil for another word
+// (suggest has the same list).
 func subcommand(word string) func([]string) int {
 	switch word {
 	case "job":
@@ -122,10 +119,10 @@ func clientArgs(fs *flag.FlagSet, word string, args []string) ([]string, error) 
 	switch {
 	case word == "probe" || word == "status" || word == "debug":
 		return append(sockFlag, args...), nil
-	case word == "job" && len(args) > 0 && args[0] != "limits" && !strings.HasPrefix(args[0], "-"):
+	case word == "job" && len(args) > 0 && args[0] != "limits" && args[0] != "check" && !strings.HasPrefix(args[0], "-"):
 		return append(append([]string{args[0]}, sockFlag...), args[1:]...), nil
 	}
-	return args, nil // install, version, help, job limits: no PID 1 to reach
+	return args, nil // install, version, help, job limits, job check: no PID 1 to reach
 }
 
 // isProgram tells whether word names a program PID 1 can run as its shell
@@ -136,7 +133,7 @@ func isProgram(word string) error {
 		st, err := os.Stat(word)
 		switch {
 		case err != nil:
-			return fmt.Errorf("%q: no such program: %v", word, errors.Unwrap(err))
+			return fmt.Errorf("%q: no such program", word)
 		case st.IsDir() || st.Mode()&0o111 == 0:
 			return fmt.Errorf("%q: not an executable file", word)
 		}
@@ -155,7 +152,7 @@ func isProgram(word string) error {
 // two edits away: "stauts", "jobs"), or "".
 func suggest(word string) string {
 	best, bestD := "", 3
-	for _, c := range strings.Fields(commandNames) {
+	for _, c := range [...]string{"job", "probe", "status", "debug", "install", "version", "help"} {
 		if d := editDistance(word, c); d < bestD {
 			best, bestD = c, d
 		}
@@ -163,31 +160,32 @@ func suggest(word string) string {
 	return best
 }
 
-// editDistance is the Damerau–Levenshtein (optimal string alignment)
-// distance between a and b in bytes: a swap of two neighbours ("stauts")
-// is one edit.
+// editDistance is the optimal string alignment distance between a and b
+// in bytes (Levenshtein's, with a swap of two neighbours, "stauts", as one
+// edit), capped at 3: a word that far from every command suggests none.
 func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
+	if len(a) > len(b)+2 || len(b) > len(a)+2 || len(a) > 16 {
+		return 3
 	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+	var d [17][17]int
+	for i := 0; i <= len(a); i++ {
+		for j := 0; j <= len(b); j++ {
+			switch {
+			case i == 0 || j == 0:
+				d[i][j] = i + j
+			default:
+				cost := 1
+				if a[i-1] == b[j-1] {
+					cost = 0
+				}
+				d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+				if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+					d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+				}
 			}
 		}
 	}
-	return d[len(a)][len(b)]
+	return min(d[len(a)][len(b)], 3)
 }
 
 const mainUsage = `usage: warmpod [flags] [[--] command args...]   PID 1, running command as its shell (default /bin/sh)

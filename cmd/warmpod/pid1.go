@@ -108,10 +108,13 @@ func (pf *pid1Flags) config(getenv func(string) string) (pid1Config, error) {
 	if sc.MaxJobs < 0 {
 		return c, errors.New("--max-jobs must not be negative")
 	}
-	for name, d := range map[string]time.Duration{"idle-timeout": sc.IdleTimeout, "grace": sc.Grace, "ready-margin": sc.ReadyMargin} {
-		if d < 0 {
-			return c, fmt.Errorf("--%s must not be negative", name)
-		}
+	switch {
+	case sc.IdleTimeout < 0:
+		return c, errors.New("--idle-timeout must not be negative")
+	case sc.Grace < 0:
+		return c, errors.New("--grace must not be negative")
+	case sc.ReadyMargin < 0:
+		return c, errors.New("--ready-margin must not be negative")
 	}
 	sc.Command = pf.fs.Args()
 	if len(sc.Command) == 0 {
