@@ -448,8 +448,10 @@ type Status struct {
 	// JobsRun counts released jobs.
 	JobsRun int `json:"jobs_run"`
 	// IdleSince is when the machine last entered Idle or last saw activity
-	// while Idle; while Busy/Draining it keeps its last value.
-	IdleSince time.Time `json:"idle_since"`
+	// while Idle; zero (absent from the JSON) while Busy or Draining, when
+	// the last idle time says nothing about the pod (issue 39: a busy pod
+	// showed the idle_since of before its job).
+	IdleSince time.Time `json:"idle_since,omitzero"`
 	// IdleDeadline is when an Idle machine drains; nil when IdleTimeout is 0
 	// or the machine is Busy/Draining.
 	IdleDeadline *time.Time `json:"idle_deadline,omitempty"`
@@ -465,11 +467,13 @@ func (m *Machine) Snapshot(now time.Time) Status {
 	s := Status{
 		State:       m.state.String(),
 		JobsRun:     m.jobsRun,
-		IdleSince:   m.idleSince,
 		DrainReason: m.drainReason,
 	}
 	if m.hasLease {
 		s.JobID = m.lease.JobID
+	}
+	if m.state == Idle {
+		s.IdleSince = m.idleSince
 	}
 	if m.state == Idle && m.armed {
 		dl := m.deadline

@@ -72,6 +72,17 @@ func (v Values) AppendJSON(b []byte) []byte {
 // int64 (9223372036854771712); anything from 2^62 up is no limit.
 const unlimitedMemory = int64(1) << 62
 
+// Check refuses what no cgroup can be seen to hold, page being the page
+// size: a memory limit below one page, which the kernel keeps as 0 pages
+// (it rounds a limit down to whole pages), and 0 here means "not
+// checked". Negative values are the caller's to refuse.
+func (w Want) Check(page int64) error {
+	if w.Memory > 0 && w.Memory < page {
+		return fmt.Errorf("memory limit %d B is below one page (%d B): the kernel keeps whole pages", w.Memory, page)
+	}
+	return nil
+}
+
 // Met tells whether v holds w; when not, the first difference. page is
 // the page size.
 func (w Want) Met(v Values, page int64) (bool, string) {
@@ -81,17 +92,26 @@ func (w Want) Met(v Values, page int64) (bool, string) {
 	case v.V2 && w.Weights != nil && !slices.Contains(w.Weights, v.Weight):
 		return false, fmt.Sprintf("cpu.weight %d, want one of %v", v.Weight, w.Weights)
 	case w.Quota != 0 && v.Quota != w.Quota:
-		return false, fmt.Sprintf("cpu quota %d µs, want %d", v.Quota, w.Quota)
+		return false, fmt.Sprintf("cpu quota %s, want %d µs", limitString(v.Quota, "µs"), w.Quota)
 	}
 	if m := w.Memory; m != 0 {
 		if page > 0 {
 			m -= m % page
 		}
 		if v.Memory != m {
-			return false, fmt.Sprintf("memory limit %d, want %d", v.Memory, m)
+			return false, fmt.Sprintf("memory limit %s, want %d B", limitString(v.Memory, "B"), m)
 		}
 	}
 	return true, ""
+}
+
+// limitString says a limit read from a cgroup in unit: -1 is none (v2's
+// "max").
+func limitString(n int64, unit string) string {
+	if n == -1 {
+		return "none"
+	}
+	return strconv.FormatInt(n, 10) + " " + unit
 }
 
 // Read reads the cgroup limits under root, the container's view of

@@ -29,8 +29,9 @@ func TestMet(t *testing.T) {
 		{"nothing asked", Want{}, Values{}, true, ""},
 		{"v1 shares and memory", Want{Shares: 512, Weights: []uint64{20, 59}, Memory: 256 << 20}, v1, true, ""},
 		{"v1 old shares", Want{Shares: 512}, Values{Shares: 102}, false, "cpu.shares 102, want 512"},
-		{"v1 no quota yet", Want{Quota: 50000}, v1, false, "cpu quota -1 µs, want 50000"},
-		{"v1 memory not yet", Want{Memory: 512 << 20}, v1, false, "memory limit 268435456, want 536870912"},
+		{"v1 no quota yet", Want{Quota: 50000}, v1, false, "cpu quota none, want 50000 µs"},
+		{"v1 memory not yet", Want{Memory: 512 << 20}, v1, false, "memory limit 268435456 B, want 536870912 B"},
+		{"no memory limit yet", Want{Memory: 512 << 20}, Values{Memory: -1}, false, "memory limit none, want 536870912 B"},
 		{"memory rounded down to pages", Want{Memory: 256<<20 + 100}, v1, true, ""},
 		{"v2 weight, quota and memory", Want{Shares: 512, Weights: []uint64{20, 59}, Quota: 50000, Memory: 256 << 20}, v2, true, ""},
 		{"v2 the other weight", Want{Weights: []uint64{59, 20}}, v2, true, ""},
@@ -41,6 +42,18 @@ func TestMet(t *testing.T) {
 			assert.Equal(t, tc.ok, ok)
 			assert.Contains(t, diff, tc.diff)
 		})
+	}
+}
+
+// A memory limit below one page cannot be waited for: the kernel keeps
+// it as 0 pages, and 0 means "not checked" (`job limits --memory-limit 1`
+// waited for 0 and said "memory limit -1, want 0").
+func TestCheck(t *testing.T) {
+	assert.NoError(t, Want{}.Check(4096))
+	assert.NoError(t, Want{Memory: 4096}.Check(4096))
+	assert.NoError(t, Want{Memory: 256 << 20}.Check(4096))
+	for _, m := range []int64{1, 4095} {
+		assert.ErrorContains(t, Want{Memory: m}.Check(4096), "below one page (4096 B)", m)
 	}
 }
 

@@ -87,12 +87,13 @@ type Proxy struct {
 	// Lock order: swapMu, then mu, then (inside Reaper.Start) the
 	// reaper's and the pump's own; mu is never held while taking swapMu
 	// or across a wait.
-	swapMu  sync.Mutex // serialises spawn/stop of shells; held across a stop's grace period
-	mu      sync.Mutex // guards the fields below
-	cur     *shell
-	env     []string
-	stopped bool
-	backoff time.Duration
+	swapMu   sync.Mutex // serialises spawn/stop of shells; held across a stop's grace period
+	mu       sync.Mutex // guards the fields below
+	cur      *shell
+	env      []string
+	stopped  bool
+	backoff  time.Duration
+	startErr error // the last start's error; nil once one starts
 
 	exited chan Exit // plain-init mode: the command's exit
 	stopCh chan struct{}
@@ -375,7 +376,28 @@ func ExecErrorCode(err error) int {
 	return 126
 }
 
+// StartError returns why the last start of a shell failed (the command
+// not found, not executable), nil once a shell has started: the status
+// document's reason for a pod without a shell.
+func (p *Proxy) StartError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.startErr
+}
+
+// spawnLocked starts a shell (caller holds swapMu) and keeps its error
+// for StartError.
 func (p *Proxy) spawnLocked() error {
+	err := p.spawn()
+	p.mu.Lock()
+	if !p.stopped {
+		p.startErr = err
+	}
+	p.mu.Unlock()
+	return err
+}
+
+func (p *Proxy) spawn() error {
 	p.mu.Lock()
 	env := p.env
 	stopped := p.stopped

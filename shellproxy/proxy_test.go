@@ -297,3 +297,16 @@ func TestPTYPlainInitStdinEOFIsNotAHangup(t *testing.T) {
 	require.Contains(t, h.output(), "hi-2")
 	require.Contains(t, h.output(), "cat-done")
 }
+
+// StartError keeps why a shell could not start, for the status document,
+// until one does (no respawn here: nothing else starts a shell while the
+// test changes the command).
+func TestStartError(t *testing.T) {
+	h := newHarness(t, ModePipe, false, "no-such-command-xyz")
+	require.Error(t, h.p.Start([]string{"PATH=/bin"}))
+	require.ErrorContains(t, h.p.StartError(), "no-such-command-xyz")
+	require.Zero(t, h.p.ShellPID())
+	h.p.cfg.Command = []string{"/bin/sh"}
+	require.NoError(t, h.p.Replace([]string{"PATH=/bin"}, time.Second))
+	require.NoError(t, h.p.StartError())
+}

@@ -42,6 +42,9 @@ type Shell interface {
 	Exited() <-chan shellproxy.Exit
 	// ShellPID is the current shell's PID, 0 when none.
 	ShellPID() int
+	// StartError is why the last start of a shell failed, nil once one
+	// has started.
+	StartError() error
 	// Signal sends sig to the current shell's process group.
 	Signal(sig unix.Signal) error
 	// Resize copies the container terminal's window size to the shell's.

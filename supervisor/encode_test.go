@@ -22,6 +22,7 @@ func TestStatusDocumentIsMarshals(t *testing.T) {
 		{},
 		{Status: lease.Status{State: "idle", JobsRun: 3, IdleSince: at, IdleDeadline: &at}, Version: "v1<&>", Stdio: "pty", Shell: 7, Orphans: 1 << 40},
 		{Status: lease.Status{State: "draining", JobID: "j-1", IdleSince: at, DrainReason: "idle-timeout"}, Version: "dev", Stdio: "pipe"},
+		{Status: lease.Status{State: "busy", JobID: "j-1"}, Version: "dev", Stdio: "pipe", ShellError: `start "stauts": not found`},
 	} {
 		want, err := json.Marshal(st)
 		require.NoError(t, err)

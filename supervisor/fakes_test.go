@@ -43,6 +43,7 @@ type world struct {
 	lastInput time.Time
 	discard   bool
 	stopSlow  time.Duration // Replace takes this long (a shell slow to go)
+	startErr  error         // Start fails with this (a command not found)
 
 	// pod
 	terminated []podapi.TerminationMessage
@@ -201,7 +202,14 @@ type fakeShell world
 
 func (f *fakeShell) w() *world { return (*world)(f) }
 
-func (f *fakeShell) Start(env []string) error { return f.Replace(env, 0) }
+func (f *fakeShell) Start(env []string) error {
+	if err := f.StartError(); err != nil {
+		return err
+	}
+	return f.Replace(env, 0)
+}
+
+func (f *fakeShell) StartError() error { f.w().mu.Lock(); defer f.w().mu.Unlock(); return f.startErr }
 
 func (f *fakeShell) Replace(env []string, grace time.Duration) error {
 	w := f.w()
@@ -391,6 +399,11 @@ func startPod(t *testing.T, cfg Config) *pod { return startPodLog(t, cfg, nil) }
 
 // startPodLog is startPod with PID 1's logger.
 func startPodLog(t *testing.T, cfg Config, log *initlog.Logger) *pod {
+	return startPodIn(t, cfg, newWorld(), log)
+}
+
+// startPodIn is startPodLog in the world w.
+func startPodIn(t *testing.T, cfg Config, w *world, log *initlog.Logger) *pod {
 	dir := t.TempDir()
 	cfg.JobsDir = dir + "/jobs"
 	cfg.LogsDir = dir + "/logs"
@@ -399,7 +412,7 @@ func startPodLog(t *testing.T, cfg Config, log *initlog.Logger) *pod {
 	if cfg.TokenEnv == "" {
 		cfg.TokenEnv = "CI_JOB_TOKEN"
 	}
-	p := &pod{t: t, w: newWorld(), sigs: make(chan os.Signal, 8), code: make(chan int, 1), cfg: cfg}
+	p := &pod{t: t, w: w, sigs: make(chan os.Signal, 8), code: make(chan int, 1), cfg: cfg}
 	p.s = New(cfg, p.w.effects(), log)
 	// Every test that runs a pod fails on a broken invariant of the loop's
 	// state: an illegal phase move, a second worker.

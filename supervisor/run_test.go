@@ -90,6 +90,33 @@ func TestJobStartAndEnd(t *testing.T) {
 	})
 }
 
+// A pod whose shell cannot start says why in its status (issue 39: `warmpod
+// stauts` ran a PID 1 whose status showed no shell and no reason), and a
+// busy pod shows no idle_since (it showed the one from before its job).
+func TestStatusSaysWhyNoShellAndNoIdleSinceWhileBusy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld()
+		w.startErr = errors.New(`start stauts: exec: "stauts": executable file not found in $PATH`)
+		p := startPodIn(t, Config{IdleTimeout: time.Hour, Grace: time.Second, MaxJobs: 0}, w, nil)
+		synctest.Wait()
+		st := string(p.s.StatusJSON())
+		assert.Contains(t, st, `"shell_error":"start stauts: exec: \"stauts\": executable file not found in $PATH"`)
+		assert.NotContains(t, st, `"shell_pid"`)
+		assert.Contains(t, st, `"idle_since"`, "idle")
+
+		w.mu.Lock()
+		w.startErr = nil
+		w.mu.Unlock()
+		require.True(t, p.handle(control.Request{Op: control.OpJobStart, Spec: spec("a")}).OK)
+		synctest.Wait()
+		st = string(p.s.StatusJSON())
+		assert.Contains(t, st, `"state":"busy"`)
+		assert.NotContains(t, st, `"idle_since"`, "busy: no stale idle_since")
+		assert.NotContains(t, st, `"shell_error"`, "the job's shell started")
+		assert.Equal(t, 143, p.stop())
+	})
+}
+
 func TestIdleDeadlineDrainsAndDeletesThePod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()

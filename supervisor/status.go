@@ -74,14 +74,22 @@ type podStatus struct {
 	Version string `json:"version"`             // Config.Version
 	Stdio   string `json:"stdio"`               // the shell's stdio mode
 	Shell   int    `json:"shell_pid,omitempty"` // the current shell, absent when none
-	Orphans uint64 `json:"orphans_reaped"`      // re-parented processes reaped
+	// ShellError is why no shell runs: the last start's error (the
+	// command not found: `warmpod -- stauts`); absent while one runs.
+	ShellError string `json:"shell_error,omitempty"`
+	Orphans    uint64 `json:"orphans_reaped"` // re-parented processes reaped
 }
 
 // podStatus reads the status document from the snapshot and the effects
 // (any goroutine).
 func (s *Supervisor) podStatus() podStatus {
 	sn := s.snap.Load()
-	return podStatus{sn.status, s.cfg.Version, string(s.fx.Shell.Mode()), s.fx.Shell.ShellPID(), s.fx.Children.Orphans()}
+	st := podStatus{Status: sn.status, Version: s.cfg.Version, Stdio: string(s.fx.Shell.Mode()),
+		Shell: s.fx.Shell.ShellPID(), Orphans: s.fx.Children.Orphans()}
+	if err := s.fx.Shell.StartError(); err != nil && st.Shell == 0 {
+		st.ShellError = err.Error()
+	}
+	return st
 }
 
 // StatusJSON returns the status document as one JSON line: state, job id,
@@ -100,7 +108,9 @@ func (p *podStatus) AppendJSON(b []byte) []byte {
 	o.String("state", p.State)
 	o.OmitEmpty("job", p.JobID)
 	o.Int("jobs_run", int64(p.JobsRun))
-	o.Time("idle_since", p.IdleSince)
+	if !p.IdleSince.IsZero() {
+		o.Time("idle_since", p.IdleSince)
+	}
 	if p.IdleDeadline != nil {
 		o.Time("idle_deadline", *p.IdleDeadline)
 	}
@@ -112,6 +122,7 @@ func (p *podStatus) AppendJSON(b []byte) []byte {
 	if p.Shell != 0 {
 		o.Int("shell_pid", int64(p.Shell))
 	}
+	o.OmitEmpty("shell_error", p.ShellError)
 	o.Uint("orphans_reaped", p.Orphans)
 	return o.End()
 }

@@ -76,7 +76,7 @@ func TestWireResponses(t *testing.T) {
 			{name: "probe ready", req: control.Request{Op: control.OpProbe, Probe: "ready"},
 				want: `{"ok":false,"code":1,"error":"busy","state":"busy"}`},
 			{name: "status busy", req: control.Request{Op: control.OpStatus},
-				want: `{"ok":true,"code":0,"state":"busy","status":{"state":"busy","job":"a","jobs_run":0,"idle_since":"@+0s","version":"v1","stdio":"pipe","shell_pid":103,"orphans_reaped":0}}`},
+				want: `{"ok":true,"code":0,"state":"busy","status":{"state":"busy","job":"a","jobs_run":0,"version":"v1","stdio":"pipe","shell_pid":103,"orphans_reaped":0}}`},
 			{name: "job.cancel", req: control.Request{Op: control.OpJobCancel, Job: "a"},
 				want: `{"ok":true,"code":0,"job":"a","state":"busy","data":{"job":"a","cancelled":true,"log":"$DIR/logs/a.log","stages":[{"stage":"build","pid":104,"running":false,"exit_code":3,"oom_killed":false,"started":"@+0s","ended":"@+1s","log_start":19,"log_end":19,"sha256":"` + digest + `"}]}}`},
 			{name: "job.env cancelled", req: control.Request{Op: control.OpJobEnv},
@@ -111,7 +111,7 @@ func TestWireResponses(t *testing.T) {
 		assert.Equal(t, `{"state":"idle","jobs_run":1,"idle_since":"@+2s","idle_deadline":"@+1h0m2s","version":"v1","stdio":"pipe","shell_pid":106,"orphans_reaped":0}`+"\n",
 			normalise(string(p.s.StatusJSON()), dir, t0))
 		assert.Equal(t, 143, p.stop())
-		assert.Equal(t, `{"state":"draining","jobs_run":1,"idle_since":"@+2s","drain_reason":"sigterm","version":"v1","stdio":"pipe","orphans_reaped":0}`+"\n",
+		assert.Equal(t, `{"state":"draining","jobs_run":1,"drain_reason":"sigterm","version":"v1","stdio":"pipe","orphans_reaped":0}`+"\n",
 			normalise(string(p.s.StatusJSON()), dir, t0), "after the drain: no shell")
 	})
 }

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/jsonenc"
 )
 
 const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] ...
   start                                  claim the pod: one JSON job spec line on stdin
+  check                                  check a job spec line on stdin as start would, without PID 1 (65: bad)
   run [--detach --stage NAME] -- cmd...  run in the job's environment (detached: as a stage of PID 1)
   stage --stage NAME --size N --sha256 HEX [--offset N] < script
                                          run a script as a stage, stream its output, exit with its code
@@ -53,14 +53,23 @@ func parseClient(fs *flag.FlagSet, args []string) bool {
 	return parseClientTo(fs, args, os.Stderr)
 }
 
-// parseClientTo is parseClient saying a bad flag's environment twin on
-// stderr (a call that `job attach` runs in its own process has its own).
+// parseClientTo is parseClient saying a bad flag or environment twin on
+// stderr, in one line (a call that `job attach` runs in its own process
+// has its own stderr); -h prints the command's flags.
 func parseClientTo(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
-	if err := fs.Parse(args); err != nil {
+	return clientParsed(fs, parseFlags(fs, args), stderr)
+}
+
+// clientParsed says a client's flag error err on stderr, or its flags
+// after -h, and tells whether there was none.
+func clientParsed(fs *flag.FlagSet, err error, stderr io.Writer) bool {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stderr)
+		fs.Usage()
 		return false
-	}
-	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
-		fmt.Fprintln(stderr, "warmpod:", err)
+	case err != nil:
+		fmt.Fprintf(stderr, "warmpod: %s: %v\n", fs.Name(), err)
 		return false
 	}
 	return true
@@ -73,8 +82,8 @@ func parseClientTo(fs *flag.FlagSet, args []string, stderr io.Writer) bool {
 func parseClientArgs(fs *flag.FlagSet, args []string) ([]string, bool) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, false
+		if err := parseArgs(fs, args); err != nil {
+			return nil, clientParsed(fs, err, os.Stderr)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -86,11 +95,7 @@ func parseClientArgs(fs *flag.FlagSet, args []string) ([]string, bool) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod:", err)
-		return nil, false
-	}
-	return pos, true
+	return pos, clientParsed(fs, applyEnv(fs), os.Stderr)
 }
 
 // callTimeout bounds any client's exchange with PID 1 (a job end takes up
@@ -155,6 +160,8 @@ func jobCmd(args []string) int {
 	switch args[0] {
 	case "start":
 		return jobStart(args[1:])
+	case "check":
+		return jobCheck(args[1:])
 	case "run":
 		return jobRun(args[1:])
 	case "stage":

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"flag"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,7 +15,7 @@ import (
 
 func TestParseConfig(t *testing.T) {
 	noenv := func(string) string { return "" }
-	c, err := parseConfig(nil, noenv, io.Discard)
+	c, err := parseConfig(nil, noenv)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"/bin/sh"}, c.sup.Command)
 	assert.Equal(t, 10*time.Minute, c.sup.IdleTimeout)
@@ -29,7 +29,7 @@ func TestParseConfig(t *testing.T) {
 			return "1"
 		}
 		return ""
-	}, io.Discard)
+	})
 	require.NoError(t, err)
 	assert.Equal(t, 5*time.Second, c.sup.ReadyMargin, "capped at half the idle timeout")
 	assert.Equal(t, uint32(1000), c.sup.JobUser.Gid)
@@ -38,7 +38,7 @@ func TestParseConfig(t *testing.T) {
 	assert.True(t, c.sup.TestHooks)
 
 	t.Setenv("WARMPOD_MAX_JOBS", "3")
-	c, err = parseConfig(nil, noenv, io.Discard)
+	c, err = parseConfig(nil, noenv)
 	require.NoError(t, err)
 	assert.Equal(t, 3, c.sup.MaxJobs, "the environment twin fills what no flag set")
 
@@ -57,22 +57,22 @@ func TestParseConfig(t *testing.T) {
 		{"--probe-addr", ":65536"},
 		{"--probe-addr", "[fe80::1%eth0]:1"},
 	} {
-		_, err := parseConfig(bad, noenv, io.Discard)
+		_, err := parseConfig(bad, noenv)
 		assert.Error(t, err, "%q", bad)
 	}
 	for addr, want := range map[string]string{":9898": ":9898", "127.0.0.1:0": "127.0.0.1:0", "[::1]:80": "[::1]:80", "[::]:9898": "[::]:9898"} {
-		c, err := parseConfig([]string{"--probe-addr", addr}, noenv, io.Discard)
+		c, err := parseConfig([]string{"--probe-addr", addr}, noenv)
 		require.NoError(t, err, addr)
 		assert.Equal(t, want, c.probeTCP.String(), addr)
 	}
-	c, err = parseConfig([]string{"--probe-addr", ""}, noenv, io.Discard)
+	c, err = parseConfig([]string{"--probe-addr", ""}, noenv)
 	require.NoError(t, err)
 	assert.Nil(t, c.probeTCP, "empty: the probe server is off")
-	c, err = parseConfig([]string{"--exit-with-command", "--idle-timeout", "2s", "--", "sleep", "9"}, noenv, io.Discard)
+	c, err = parseConfig([]string{"--exit-with-command", "--idle-timeout", "2s", "--", "sleep", "9"}, noenv)
 	require.NoError(t, err)
 	assert.Zero(t, c.sup.IdleTimeout, "a plain init has no idle deadline")
-	_, err = parseConfig([]string{"-h"}, noenv, io.Discard)
-	assert.ErrorIs(t, err, errHelp)
+	_, err = parseConfig([]string{"-h"}, noenv)
+	assert.ErrorIs(t, err, flag.ErrHelp)
 }
 
 // Both log formats write durations as Go durations, as the flags take

@@ -10,7 +10,10 @@ import (
 
 func debugCmd(args []string) int {
 	fs, sock := clientFlags("debug")
-	if !parseClient(fs, args) || fs.NArg() != 2 || fs.Arg(0) != "stall" {
+	if !parseClient(fs, args) {
+		return control.ExitUsage
+	}
+	if fs.NArg() != 2 || fs.Arg(0) != "stall" {
 		fmt.Fprintln(os.Stderr, "usage: warmpod debug stall DURATION   (test hook; PID 1 needs WARMPOD_TEST_HOOKS=1)")
 		return control.ExitUsage
 	}

@@ -41,7 +41,10 @@ const attachNoJob = time.Minute
 // job is no longer the pod's (Bye "job-ended"), or on SIGTERM.
 func jobAttach(args []string) int {
 	fs, sock, job := jobFlags("job attach")
-	if !parseClient(fs, args) || fs.NArg() != 0 || *job == "" {
+	if !parseClient(fs, args) {
+		return control.ExitUsage
+	}
+	if fs.NArg() != 0 || *job == "" {
 		fmt.Fprintln(os.Stderr, "usage: warmpod job attach --job ID   (frames of package muxproto on stdin and stdout)")
 		return control.ExitUsage
 	}

@@ -36,20 +36,31 @@ func jobLimits(args []string) int {
 	fs.Uint64Var(&w.Shares, "cpu-shares", 0, "wait for this cpu.shares (cgroup v1; 0: not checked)")
 	fs.Func("cpu-weight", "wait for this cpu.weight (cgroup v2; repeat for values that mean the same)", func(s string) error {
 		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number (0 or more)", s)
+		}
 		w.Weights = append(w.Weights, n)
-		return err
+		return nil
 	})
 	fs.Int64Var(&w.Quota, "cpu-quota", 0, "wait for this CFS quota in µs (0: not checked)")
 	fs.Int64Var(&w.Memory, "memory-limit", 0, "wait for this memory limit in bytes (0: not checked)")
 	within := fs.Duration("within", 10*time.Second, "give up after this long (exit 75); at most 10m")
 	root := fs.String("cgroup", "/sys/fs/cgroup", "where the container sees its cgroup")
-	if !parseClient(fs, args) || fs.NArg() != 0 || w.Quota < 0 || w.Memory < 0 || *within < 0 || *within > maxLimitsWait {
+	if !parseClient(fs, args) {
+		return control.ExitUsage
+	}
+	if fs.NArg() != 0 || w.Quota < 0 || w.Memory < 0 || *within < 0 || *within > maxLimitsWait {
 		fmt.Fprintln(os.Stderr, "usage: warmpod job limits [--cpu-shares N] [--cpu-weight N]... [--cpu-quota µs] [--memory-limit BYTES] [--within D ≤ 10m]")
+		return control.ExitUsage
+	}
+	page := int64(os.Getpagesize())
+	if err := w.Check(page); err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod: job limits: --memory-limit:", err)
 		return control.ExitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 	defer stop()
-	v, err := limits.Wait(ctx, w, int64(os.Getpagesize()), *within, limitsPoll,
+	v, err := limits.Wait(ctx, w, page, *within, limitsPoll,
 		func() (limits.Values, error) { return limits.Read(*root) }, time.Now, time.Sleep)
 	if errors.Is(err, limits.ErrNotInForce) || ctx.Err() != nil {
 		printJSON(v)

@@ -24,7 +24,10 @@ func jobPut(args []string) int {
 	sum := fs.String("sha256", "", "hex SHA-256 of the content (required)")
 	mode := fs.String("mode", "0644", "file mode (octal)")
 	pos, ok := parseClientArgs(fs, args)
-	if !ok || len(pos) != 1 || *size < 0 || *sum == "" {
+	if !ok {
+		return control.ExitUsage
+	}
+	if len(pos) != 1 || *size < 0 || *sum == "" {
 		fmt.Fprintln(os.Stderr, "usage: warmpod job put PATH --size N --sha256 HEX [--mode 0644] [--job ID]")
 		return control.ExitUsage
 	}

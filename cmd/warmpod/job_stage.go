@@ -72,7 +72,10 @@ func runJobStage(ctx context.Context, args []string, sio stageIO) int {
 	sum := fs.String("sha256", "", "hex SHA-256 of the script (required)")
 	shell := fs.String("shell", "auto", "interpreter of the script: auto (bash if the image has it, else sh) or a path")
 	offset := fs.Int64("offset", 0, "bytes of the stage's output already received: stream from there (a retry)")
-	if !parseClientTo(fs, args, sio.stderr) || fs.NArg() != 0 || *name == "" || *size < 0 || *sum == "" || *offset < 0 {
+	if !parseClientTo(fs, args, sio.stderr) {
+		return control.ExitUsage
+	}
+	if fs.NArg() != 0 || *name == "" || *size < 0 || *sum == "" || *offset < 0 {
 		fmt.Fprintln(sio.stderr, "usage: warmpod job stage --job ID --stage NAME --size N --sha256 HEX [--shell auto|PATH] [--offset N] < script")
 		return control.ExitUsage
 	}

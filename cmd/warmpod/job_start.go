@@ -26,7 +26,10 @@ func jobStart(args []string) int {
 	}
 	defer clear(line)
 	if !json.Valid(line) {
-		return result(&control.Response{Code: control.ExitDataErr, Error: "job spec: not valid JSON"})
+		// Refused here, before a dial; ParseSpec says where, by byte
+		// offset, as `job check` does.
+		_, err := jobspec.ParseSpec(line)
+		return result(&control.Response{Code: control.ExitDataErr, Error: err.Error()})
 	}
 	pid1 := newClient(*sock)
 	resp, code := pid1.answer(pid1.Start(context.Background(), line))
@@ -34,6 +37,29 @@ func jobStart(args []string) int {
 		return code
 	}
 	return result(resp)
+}
+
+// jobCheck checks the job spec line on stdin as PID 1's job start would
+// (jobspec.ParseSpec: syntax by byte offset, each field's rules), without
+// a PID 1: exit 0 and {"job":ID,"ok":true} when it is good, 65 and the
+// JSON answer job start would give when not. What only PID 1 knows (its
+// --config-hash, another job holding the lease) is not checked.
+func jobCheck(args []string) int {
+	if len(args) != 0 {
+		fmt.Fprintln(os.Stderr, "usage: warmpod job check < spec.json   (one JSON job spec line on stdin)")
+		return control.ExitUsage
+	}
+	line, err := readSpecLine(os.Stdin, jobspec.MaxSpecBytes, specReadTimeout)
+	if err != nil {
+		return result(&control.Response{Code: control.ExitDataErr, Error: "job spec: " + err.Error()})
+	}
+	defer clear(line)
+	spec, err := jobspec.ParseSpec(line)
+	if err != nil {
+		return result(&control.Response{Code: control.ExitDataErr, Error: err.Error()})
+	}
+	defer spec.Wipe()
+	return result(&control.Response{OK: true, Job: spec.ID})
 }
 
 // readSpecLine reads one line (without needing EOF) of at most max bytes

@@ -33,7 +33,10 @@ func jobWait(args []string) int {
 	fs, sock, job := jobFlags("job wait")
 	stage := fs.String("stage", "", "stage to wait for (required)")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long (exit 75)")
-	if !parseClient(fs, args) || *stage == "" {
+	if !parseClient(fs, args) {
+		return control.ExitUsage
+	}
+	if *stage == "" {
 		fmt.Fprintln(os.Stderr, "usage: warmpod job wait --stage NAME [--timeout D]")
 		return control.ExitUsage
 	}

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/internal/sigwait"
 	"github.com/warmpod/warmpod/probe"
@@ -34,22 +32,25 @@ type pid1Config struct {
 	idleStdin, jobUser  string
 }
 
-// parseConfig parses PID 1's flags (then the WARMPOD_* environment, which
-// fills what no flag set) into a validated configuration. Errors name the
-// flag; errHelp after -h.
-func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1Config, error) {
-	fs := flag.NewFlagSet("warmpod", flag.ContinueOnError)
-	fs.SetOutput(out)
-	var c pid1Config
-	var cleanupPaths pathList
-	var stdio string
-	sc := &c.sup
+// pid1Flags is PID 1's flag set and where its flags go.
+type pid1Flags struct {
+	fs           *flag.FlagSet
+	c            pid1Config
+	cleanupPaths pathList
+	stdio        string
+}
+
+// newPID1Flags defines PID 1's flags. run parses them (they may come
+// before a subcommand's word too), then config reads them.
+func newPID1Flags() *pid1Flags {
+	pf := &pid1Flags{fs: flag.NewFlagSet("warmpod", flag.ContinueOnError)}
+	fs, c, sc := pf.fs, &pf.c, &pf.c.sup
 	fs.DurationVar(&sc.IdleTimeout, "idle-timeout", 10*time.Minute, "drain and exit after this long without activity (0 = never)")
 	fs.DurationVar(&sc.Grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL for the job's processes and at shutdown (keep below terminationGracePeriodSeconds)")
 	fs.DurationVar(&sc.ReadyMargin, "ready-margin", 10*time.Second, "readiness turns false this long before the idle deadline (capped at half the idle timeout)")
 	fs.StringVar(&c.probeAddr, "probe-addr", ":9898", "address of the HTTP probe server (empty = off)")
 	fs.StringVar(&c.socket, "control-socket", defaultSocket, "unix socket for job, probe and status clients")
-	fs.StringVar(&stdio, "stdio", "auto", "stdio mode: auto, pipe, inherit or pty")
+	fs.StringVar(&pf.stdio, "stdio", "auto", "stdio mode: auto, pipe, inherit or pty")
 	fs.StringVar(&sc.TokenEnv, "token-env", "CI_JOB_TOKEN", "environment variable that carries the job token")
 	fs.StringVar(&sc.JobsDir, "jobs-dir", "/run/warmpod/jobs", "directory (tmpfs) for per-job file variables")
 	fs.StringVar(&c.logLevel, "log-level", "info", "trace, debug, info, warn, error or off")
@@ -61,23 +62,33 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1
 	fs.StringVar(&c.jobUser, "job-user", "", "run shells and stages as UID[:GID] (PID 1 stays root)")
 	fs.StringVar(&c.terminationLog, "termination-log", "/dev/termination-log", "file for the one-line JSON exit reason (the pod's terminationMessagePath; written only if it exists)")
 	fs.StringVar(&c.selfDelete, "self-delete", "auto", "delete the pod after an idle or max-jobs exit: auto (when the downward API env and a token are present), always, never")
-	fs.Var(&cleanupPaths, "cleanup-path", "directory pattern (absolute, globs allowed; repeat, or separate with ':') whose contents are removed whenever a job ends, for every job; a job spec's cleanup_paths adds to it")
+	fs.Var(&pf.cleanupPaths, "cleanup-path", "directory pattern (absolute, globs allowed; repeat, or separate with ':') whose contents are removed whenever a job ends, for every job; a job spec's cleanup_paths adds to it")
 	fs.StringVar(&c.idleStdin, "stdin-when-idle", "forward", "stdin while no job holds the lease: forward (to the idle shell) or ignore (drop, count)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: warmpod [flags] [-- command args...]       PID 1 (default command /bin/sh)\n       warmpod job start|run|logs|status|wait|cancel|put|env|end ...   (warmpod job -h)\n       warmpod probe live|ready | status | version | install DIR\n\nflags (each also as WARMPOD_<NAME>):\n")
-		fs.PrintDefaults()
+	return pf
+}
+
+// parseConfig parses PID 1's flags (then the WARMPOD_* environment, which
+// fills what no flag set) into a validated configuration. Errors name the
+// flag; flag.ErrHelp after -h.
+func parseConfig(args []string, getenv func(string) string) (pid1Config, error) {
+	pf := newPID1Flags()
+	if err := parseArgs(pf.fs, args); err != nil {
+		return pf.c, err
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return c, errHelp
-		}
-		return c, errPrinted
+	return pf.config(getenv)
+}
+
+// config is PID 1's configuration from the parsed flags, the environment
+// twins of those the command line did not set, and getenv; its command is
+// what follows the flags.
+func (pf *pid1Flags) config(getenv func(string) string) (pid1Config, error) {
+	if err := applyEnv(pf.fs); err != nil {
+		return pf.c, err
 	}
-	if err := flagenv.Apply(fs, "WARMPOD_"); err != nil {
-		return c, err
-	}
+	c := pf.c
+	sc := &c.sup
 	var err error
-	if c.stdio, err = shellproxy.ParseMode(stdio); err != nil {
+	if c.stdio, err = shellproxy.ParseMode(pf.stdio); err != nil {
 		return c, err
 	}
 	if c.idleStdin != "forward" && c.idleStdin != "ignore" {
@@ -97,10 +108,15 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1
 	if sc.MaxJobs < 0 {
 		return c, errors.New("--max-jobs must not be negative")
 	}
-	if sc.IdleTimeout < 0 || sc.Grace < 0 || sc.ReadyMargin < 0 {
-		return c, errors.New("durations must not be negative")
+	switch {
+	case sc.IdleTimeout < 0:
+		return c, errors.New("--idle-timeout must not be negative")
+	case sc.Grace < 0:
+		return c, errors.New("--grace must not be negative")
+	case sc.ReadyMargin < 0:
+		return c, errors.New("--ready-margin must not be negative")
 	}
-	sc.Command = fs.Args()
+	sc.Command = pf.fs.Args()
 	if len(sc.Command) == 0 {
 		sc.Command = []string{"/bin/sh"}
 	}
@@ -111,7 +127,7 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1
 	}
 	sc.ReadyMargin = min(sc.ReadyMargin, sc.IdleTimeout/2)
 	sc.IgnoreIdleStdin = c.idleStdin == "ignore"
-	sc.CleanupPaths = cleanupPaths
+	sc.CleanupPaths = pf.cleanupPaths
 	sc.RuntimeDir = filepath.Dir(c.socket)
 	// The job logs live beside the socket (/run/warmpod/logs by default):
 	// a PID 1 whose socket is moved, as in the CLI tests, keeps all of its
@@ -122,14 +138,10 @@ func parseConfig(args []string, getenv func(string) string, out io.Writer) (pid1
 	return c, nil
 }
 
-func pid1(args []string) int {
-	c, err := parseConfig(args, os.Getenv, os.Stderr)
-	switch {
-	case err == errHelp:
-		return 0
-	case err == errPrinted:
-		return control.ExitUsage
-	case err != nil:
+// pid1 runs PID 1 with the parsed flags pf.
+func pid1(pf *pid1Flags) int {
+	c, err := pf.config(os.Getenv)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod:", err)
 		return control.ExitUsage
 	}
@@ -147,8 +159,9 @@ func pid1(args []string) int {
 	srv, err := control.Listen(c.socket, nil, log.With("component", "control"))
 	switch {
 	case errors.Is(err, control.ErrInUse):
-		// `warmpod` run inside a pod that has one (a mistyped
-		// subcommand): a second PID 1 would take the pod's clients.
+		// `warmpod` run inside a pod that has one (`warmpod -- sh`
+		// where a client command was meant): a second PID 1 would take
+		// the pod's clients.
 		fmt.Fprintf(os.Stderr, "warmpod: %v: not starting a second one (a client command is: warmpod job|probe|status|debug|install|version)\n", err)
 		return control.ExitUnavailable
 	case err != nil:

@@ -11,7 +11,10 @@ import (
 
 func probeCmd(args []string) int {
 	fs, sock := clientFlags("probe")
-	if !parseClient(fs, args) || fs.NArg() != 1 || (fs.Arg(0) != "live" && fs.Arg(0) != "ready") {
+	if !parseClient(fs, args) {
+		return control.ExitUsage
+	}
+	if fs.NArg() != 1 || (fs.Arg(0) != "live" && fs.Arg(0) != "ready") {
 		fmt.Fprintln(os.Stderr, "usage: warmpod probe live|ready")
 		return control.ExitUsage
 	}
