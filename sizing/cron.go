@@ -3,6 +3,7 @@ package sizing
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,12 @@ import (
 // cronField names field i (0-4) of a GitLab period.
 func cronField(i int) string {
 	return [...]string{"minute", "hour", "day of month", "month", "day of week"}[i]
+}
+
+// cronWant says what field i (0-4) of a period takes.
+func cronWant(i int) string {
+	return [...]string{"0..59", "0..23", "1..31", "jan or 1 (jan..dec, or 1..12)",
+		"mon or 1 (mon..sun, or 0..7 where 0 and 7 are Sunday)"}[i]
 }
 
 // parseCron compiles one expression of a period's periods. The syntax is the
@@ -48,6 +55,7 @@ func parseCron(expr string) (cron.Schedule, error) {
 			return nil, fmt.Errorf("%q: %s: %q has a character a cron field cannot have", expr, cronField(i), f)
 		}
 	}
+	written := slices.Clone(fields)
 	dow, err := normalizeDow(fields[4])
 	if err != nil {
 		return nil, fmt.Errorf("%q: day of week: %w", expr, err)
@@ -64,12 +72,18 @@ func parseCron(expr string) (cron.Schedule, error) {
 		}
 		return s, nil
 	}
-	// Say which field is wrong: parse each alone, the others "*".
+	// Say which field is wrong: parse each alone, the others "*", and what
+	// the field takes; robfig/cron's own reason only when it is not a bare
+	// strconv one ("monday" wants "mon or 1", not strconv.Atoi's words).
 	for i := range fields {
 		one := []string{"*", "*", "*", "*", "*"}
 		one[i] = fields[i]
 		if _, ferr := parser.Parse(strings.Join(one, " ")); ferr != nil {
-			return nil, fmt.Errorf("%q: %s: %w", expr, cronField(i), ferr)
+			why := ""
+			if !strings.Contains(ferr.Error(), "strconv") {
+				why = " (" + ferr.Error() + ")"
+			}
+			return nil, fmt.Errorf("%q: %s %q: want %s%s", expr, cronField(i), written[i], cronWant(i), why)
 		}
 	}
 	return nil, fmt.Errorf("%q: %w", expr, err)

@@ -213,6 +213,44 @@ const knownKeys = "periods, timezone, idle_count, idle_time, min, max, scale_fac
 // min above max, an unknown or repeated key, a value of the wrong type. "[]"
 // is the empty policy (DefaultPeriod at all times); empty text is an error.
 func Parse(text string) (Policy, error) {
+	items, fe := splitPeriods(text)
+	if fe != nil {
+		return nil, fe
+	}
+	pol := make(Policy, 0, len(items))
+	for i, item := range items {
+		per, err := parsePeriod(item)
+		if err != nil {
+			err.Period = i
+			return nil, err
+		}
+		pol = append(pol, per)
+	}
+	return pol, nil
+}
+
+// Check reads text as Parse does and returns every mistake instead of the
+// first: one *FieldError for the text as a whole, or the first of each
+// period that has one, in order. None when Parse accepts the text
+// (warmpod-pools check).
+func Check(text string) []error {
+	items, fe := splitPeriods(text)
+	if fe != nil {
+		return []error{fe}
+	}
+	var errs []error
+	for i, item := range items {
+		if _, err := parsePeriod(item); err != nil {
+			err.Period = i
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// splitPeriods checks the text as a whole (size, YAML, a list, the number
+// of periods) and returns its periods undecoded.
+func splitPeriods(text string) ([]json.RawMessage, *FieldError) {
 	if len(text) > MaxPolicyBytes {
 		return nil, &FieldError{Period: -1, Err: fmt.Errorf("%d bytes, more than %d", len(text), MaxPolicyBytes)}
 	}
@@ -231,16 +269,7 @@ func Parse(text string) (Policy, error) {
 	if len(items) > MaxPeriods {
 		return nil, &FieldError{Period: -1, Err: fmt.Errorf("%d periods, more than %d", len(items), MaxPeriods)}
 	}
-	pol := make(Policy, 0, len(items))
-	for i, item := range items {
-		per, err := parsePeriod(item)
-		if err != nil {
-			err.Period = i
-			return nil, err
-		}
-		pol = append(pol, per)
-	}
-	return pol, nil
+	return items, nil
 }
 
 // parsePeriod decodes and checks one period; the caller sets the index.

@@ -98,11 +98,13 @@ func TestParseErrors(t *testing.T) {
 		{"unknown timezone", "- timezone: Mars/Olympus", 0, "timezone", `unknown time zone "Mars/Olympus"`},
 		{"Local timezone", "- timezone: Local", 0, "timezone", "depends on the host"},
 		{"periods not a list", `- periods: "* * * * *"`, 0, "periods", "list of strings"},
-		{"bad hour", `- periods: ["* * * * *", "* 25 * * *"]`, 0, "periods[1]", "hour: end of range (25) above maximum (23)"},
-		{"bad minute", `- periods: ["61 * * * *"]`, 0, "periods[0]", "minute:"},
+		{"bad hour", `- periods: ["* * * * *", "* 25 * * *"]`, 0, "periods[1]", `hour "25": want 0..23 (end of range (25) above maximum (23)`},
+		{"bad minute", `- periods: ["61 * * * *"]`, 0, "periods[0]", `minute "61": want 0..59`},
 		{"bad day name", `- periods: ["* * * * mon-fry"]`, 0, "periods[0]", "day of week"},
-		{"bad month", `- periods: ["* * * 13 *"]`, 0, "periods[0]", "month:"},
-		{"zero step", `- periods: ["*/0 * * * *"]`, 0, "periods[0]", "minute:"},
+		{"a day of the week spelt out", `- periods: ["* 8-17 * * monday"]`, 0, "periods[0]", `day of week "monday": want mon or 1 (mon..sun`},
+		{"a month spelt out", `- periods: ["* * * january *"]`, 0, "periods[0]", `month "january": want jan or 1 (jan..dec`},
+		{"bad month", `- periods: ["* * * 13 *"]`, 0, "periods[0]", `month "13": want jan or 1`},
+		{"zero step", `- periods: ["*/0 * * * *"]`, 0, "periods[0]", `minute "*/0": want 0..59 (step`},
 		{"zero step on sunday range", `- periods: ["* * * * 1-7/0"]`, 0, "periods[0]", "day of week: step"},
 		{"six fields", `- periods: ["0 * * * * *"]`, 0, "periods[0]", "6 fields"},
 		{"four fields", `- periods: ["* * * *"]`, 0, "periods[0]", "4 fields"},
@@ -234,4 +236,18 @@ func FuzzParse(f *testing.F) {
 			require.GreaterOrEqual(t, d.Idle, per.Min, d.Message)
 		}
 	})
+}
+
+// Check returns every period's mistake, not only the first, each naming
+// its period and key; none for a policy Parse accepts.
+func TestCheckReturnsEveryMistake(t *testing.T) {
+	errs := Check("- idle_count: 2\n- idle_time: 10x\n- periods: [\"* * * * monday\"]\n- max: 1\n  min: 2\n")
+	require.Len(t, errs, 3)
+	assert.Contains(t, errs[0].Error(), "period 1: idle_time:")
+	assert.Contains(t, errs[1].Error(), `period 2: periods[0]: "* * * * monday": day of week "monday": want mon or 1`)
+	assert.Contains(t, errs[2].Error(), "period 3: min: 2 is more than max (1)")
+	assert.Empty(t, Check("- idle_count: 2\n  periods: [\"* 8-17 * * mon-fri\"]\n"))
+	errs = Check("idle_count: 2")
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "want a list of periods")
 }

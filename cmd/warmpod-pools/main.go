@@ -43,6 +43,7 @@ import (
 var version = "dev"
 
 const usage = `usage: warmpod-pools [flags]        (run the controller)
+       warmpod-pools [flags] check [FILE | -]   (check a pool policy, or with no FILE every pool's of the namespace)
        warmpod-pools version
 flags (each also as WARMPOD_POOLS_<NAME>):`
 
@@ -90,6 +91,31 @@ func parseFlags(args []string) (options, []string, error) {
 	return o, fs.Args(), nil
 }
 
+// validate refuses values the controller cannot run with, naming the flag
+// and the range, before anything connects: client-go's leader election
+// panics on a Lease duration not above the renew deadline, or a renew
+// deadline not above 1.2 retry periods (its JitterFactor), and its rate
+// limiter on a QPS or burst that allows nothing.
+func (o options) validate() error {
+	switch {
+	case o.resync <= 0:
+		return fmt.Errorf("--resync %v: must be above 0 (e.g. 10s)", o.resync)
+	case o.qps <= 0:
+		return fmt.Errorf("--kube-api-qps %v: must be above 0 (e.g. 20)", o.qps)
+	case o.burst < 1:
+		return fmt.Errorf("--kube-api-burst %d: must be 1 or more (e.g. 40)", o.burst)
+	case !o.leaderElect:
+		return nil
+	case o.retryPeriod <= 0:
+		return fmt.Errorf("--retry-period %v: must be above 0 (e.g. 2s)", o.retryPeriod)
+	case float64(o.renewDeadline) <= leaderelection.JitterFactor*float64(o.retryPeriod):
+		return fmt.Errorf("--renew-deadline %v: must be above %v × --retry-period (%v), client-go's leader election's jitter", o.renewDeadline, leaderelection.JitterFactor, o.retryPeriod)
+	case o.leaseDuration <= o.renewDeadline:
+		return fmt.Errorf("--lease-duration %v: must be above --renew-deadline (%v): a leader gives up renewing before its Lease lapses", o.leaseDuration, o.renewDeadline)
+	}
+	return nil
+}
+
 // budget is the namespace's budget from the flags. Errors name the flag.
 func (o options) budget() (sizing.Budget, error) {
 	b := sizing.Budget{Pods: o.budgetPods}
@@ -130,11 +156,17 @@ func run(args []string) int {
 		fmt.Println("warmpod-pools", version)
 		return 0
 	}
+	if len(rest) > 0 && rest[0] == "check" {
+		return check(context.Background(), o, rest[1:], os.Stdin, os.Stdout, os.Stderr)
+	}
 	if len(rest) > 0 {
 		fmt.Fprintf(os.Stderr, "warmpod-pools: unexpected argument %q\n", rest[0])
 		return 2
 	}
 	budget, err := o.budget()
+	if err == nil {
+		err = o.validate()
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod-pools:", err)
 		return 2

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,8 +56,57 @@ func TestFlagsFromEnvironment(t *testing.T) {
 
 // Bad command lines exit 2 without connecting anywhere.
 func TestRunRefusesBadArguments(t *testing.T) {
-	for _, args := range [][]string{{"--no-such-flag"}, {"--budget-pods=-3"}, {"extra"}, {"--resync=soon"}} {
+	for _, args := range [][]string{{"--no-such-flag"}, {"--budget-pods=-3"}, {"extra"}, {"--resync=soon"},
+		// client-go's leader election panicked on these (issue 39).
+		{"--lease-duration=1s"}, {"--renew-deadline=2s"}, {"--retry-period=0s"},
+		{"--kube-api-qps=0"}, {"--kube-api-burst=0"}, {"--resync=0s"}} {
 		assert.Equal(t, 2, run(args), "%v", args)
 	}
 	assert.Equal(t, 0, run([]string{"version"}))
+}
+
+// warmpod-pools check reads a policy from a file or standard input and
+// prints every mistake with its period and key and what the key takes:
+// exit 65 when there is one, 0 when the policy is valid, 2 on usage, 1
+// when the cluster cannot be read.
+func TestCheck(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("- idle_count: 2\n- idle_time: 10x\n- periods: [\"* 8-17 * * monday\"]\n"), 0o644))
+	good := filepath.Join(dir, "good.yaml")
+	require.NoError(t, os.WriteFile(good, []byte("- idle_count: 2\n  periods: [\"* 8-17 * * mon-fri\"]\n"), 0o644))
+	unreachable := filepath.Join(dir, "kubeconfig")
+	require.NoError(t, os.WriteFile(unreachable, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: c, context: {cluster: c, user: u, namespace: ci}}]
+current-context: c
+`), 0o600))
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		stdin string
+		code  int
+		out   []string
+	}{
+		{"a file with two mistakes", []string{bad}, "", 65, []string{
+			bad + `: policy: period 1: idle_time: "10x" is not a duration`,
+			bad + `: policy: period 2: periods[0]: "* 8-17 * * monday": day of week "monday": want mon or 1`}},
+		{"a valid file", []string{good}, "", 0, []string{good + ": ok"}},
+		{"standard input", []string{"-"}, "- min: 3\n  max: 2\n", 65, []string{"standard input: policy: period 0: min: 3 is more than max (2)"}},
+		{"not a list", []string{"-"}, "idle_count: 1\n", 65, []string{"want a list of periods"}},
+		{"no such file", []string{filepath.Join(dir, "none")}, "", 2, []string{"no such file"}},
+		{"two files", []string{good, good}, "", 2, []string{"check takes one FILE"}},
+		{"the cluster, unreachable", nil, "", 1, []string{"list the pools of namespace ci"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := check(context.Background(), options{kubeconfig: unreachable}, tc.args, strings.NewReader(tc.stdin), &out, &errOut)
+			assert.Equal(t, tc.code, code, "stdout:\n%s\nstderr:\n%s", out.String(), errOut.String())
+			for _, w := range tc.out {
+				assert.Contains(t, out.String()+errOut.String(), w)
+			}
+		})
+	}
 }

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/internal/kubeclient"
+	"github.com/warmpod/warmpod/sizing"
+)
+
+// Exit statuses of check, as the rest of warmpod's commands (sysexits).
+const (
+	exitBadPolicy = 65 // EX_DATAERR: a policy has a mistake
+	exitUsage     = 2
+)
+
+// check is `warmpod-pools check [FILE | -]`: it reads a pool policy (the
+// warmpod.dev/policy annotation's text, decision 0005) from FILE, or from
+// standard input for "-", or, with no argument, every pool's policy in the
+// namespace from the cluster, and prints every mistake, each with its
+// period, key and what the key takes (sizing.Check), before the controller
+// meets it. Exit 0 when every policy is valid, 65 when one is not, 2 on
+// usage, 1 when the cluster cannot be read.
+func check(ctx context.Context, o options, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 1 {
+		fmt.Fprintf(stderr, "warmpod-pools: check takes one FILE (or - for standard input), or none to check the namespace's pools; got %d arguments\n", len(args))
+		return exitUsage
+	}
+	if len(args) == 1 {
+		name, r := args[0], stdin
+		if name != "-" {
+			f, err := os.Open(name)
+			if err != nil {
+				fmt.Fprintln(stderr, "warmpod-pools: check:", err)
+				return exitUsage
+			}
+			defer f.Close()
+			r = f
+		} else {
+			name = "standard input"
+		}
+		text, err := io.ReadAll(io.LimitReader(r, sizing.MaxPolicyBytes+1))
+		if err != nil {
+			fmt.Fprintln(stderr, "warmpod-pools: check:", err)
+			return 1
+		}
+		if report(stdout, name, string(text)) {
+			return exitBadPolicy
+		}
+		return 0
+	}
+	return checkCluster(ctx, o, stdout, stderr)
+}
+
+// checkCluster checks the policy of every pool Deployment of the namespace.
+func checkCluster(ctx context.Context, o options, stdout, stderr io.Writer) int {
+	cl, err := kubeclient.New(o.kubeconfig, o.namespace, "warmpod-pools/"+version)
+	if err != nil {
+		fmt.Fprintln(stderr, "warmpod-pools: check:", err)
+		return 1
+	}
+	cs, err := kubernetes.NewForConfig(cl.Config)
+	if err != nil {
+		fmt.Fprintln(stderr, "warmpod-pools: check:", err)
+		return 1
+	}
+	deps, err := cs.AppsV1().Deployments(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: pool.PoolSelector})
+	if err != nil {
+		fmt.Fprintf(stderr, "warmpod-pools: check: list the pools of namespace %s: %v\n", cl.Namespace, err)
+		return 1
+	}
+	bad := false
+	for _, d := range deps.Items {
+		name := "deployment/" + d.Name
+		text, has := d.Annotations[sizing.Annotation]
+		if !has {
+			fmt.Fprintf(stdout, "%s: no %s (the controller leaves its size alone)\n", name, sizing.Annotation)
+			continue
+		}
+		bad = report(stdout, name, text) || bad
+	}
+	if len(deps.Items) == 0 {
+		fmt.Fprintf(stdout, "namespace %s has no pools (Deployments labelled %s)\n", cl.Namespace, pool.PoolSelector)
+	}
+	if bad {
+		return exitBadPolicy
+	}
+	return 0
+}
+
+// report prints name's mistakes, or that it is valid, and tells whether it
+// had any.
+func report(w io.Writer, name, text string) bool {
+	errs := sizing.Check(text)
+	for _, err := range errs {
+		fmt.Fprintf(w, "%s: %v\n", name, err)
+	}
+	if len(errs) == 0 {
+		fmt.Fprintf(w, "%s: ok\n", name)
+	}
+	return len(errs) > 0
+}
