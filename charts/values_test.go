@@ -57,7 +57,25 @@ func TestChartRefusesValues(t *testing.T) {
 		{"policy: a duration that is not Go's", policy("- idle_count: 2\n- idle_time: 10 minutes\n"),
 			[]string{"policy period 1: idle_time: 10 minutes is not a Go duration, e.g. 30m"}},
 		{"policy: a count that is not one", policy("- idle_count: two\n"),
-			[]string{"policy period 0: idle_count: two is not a count"}},
+			[]string{`policy period 0: idle_count: "two" is not a count`}},
+		{"policy: a count in quotes", policy("- idle_count: \"2\"\n"),
+			[]string{`policy period 0: idle_count: "2" is not a count (a whole number, 0..100000, unquoted)`}},
+		{"policy: a count too large is said as written", policy("- idle_count: 10000000\n"),
+			[]string{`idle_count: 10000000 is not a count (a whole number, 0..100000`}},
+		{"policy: null", policy("null\n"),
+			[]string{"pools[0] (alpine): policy: want a list of periods"}},
+		{"policy: a step of 0", policy(`- periods: ["*/0 * * * *"]` + "\n"),
+			[]string{`minute "*/0": want 0..59`}},
+		{"a service named as an init container", pool + "  services: [{name: install-warmpod, image: postgres:16}]\n",
+			[]string{`services[0].name "install-warmpod" is the name of one of the pool pod's init containers`}},
+		{"a GitHub service named externals", "pools:\n- {name: u, for: github, image: ubuntu:24.04, services: [{name: externals, image: postgres:16}]}\n",
+			[]string{`services[0].name "externals" is the name of one of the pool pod's init containers`}},
+		{"a service name that is not a container name", pool + "  services: [{name: My_PG, image: postgres:16}]\n",
+			[]string{`services[0].name "My_PG" is not a container name`}},
+		{"a pool named as the controller", "pools:\n- {name: ci-warmpod-pools, image: a:1}\n",
+			[]string{`name "ci-warmpod-pools" is the pool controller's Deployment`}},
+		{"a runner image without a tag", "gitlab: {runnerImage: {repository: registry.example.com/ci/runner}}\n",
+			[]string{"gitlab.runnerImage.tag: set it with gitlab.runnerImage.repository"}},
 		{"policy: a negative count", policy("- min: -1\n"),
 			[]string{"policy period 0: min: -1 is not a count"}},
 		{"policy: a day of the week spelt out", policy(`- periods: ["* 8-17 * * monday"]` + "\n"),
@@ -94,7 +112,7 @@ func TestChartRendersValuesAsDocumented(t *testing.T) {
 - periods: ["* 8-17 * * mon-fri", "*/15 0-7,18-23 1-31 JAN-dec 0,7", "* * * * * * *", "0 11 ? * MON"]
   timezone: Europe/Berlin
   idle_count: 2
-  idle_time: 1h30m
+  idle_time: .5h
   min: 1
   max: 20
   scale_factor: 0.5
@@ -139,6 +157,12 @@ func TestChartRendersValuesAsDocumented(t *testing.T) {
 		assert.Contains(t, n, "a: image a:1, for gitlab, 1 idle (its policy is not applied: controller.enabled is false)")
 		n = notes(t, values[:3]...)
 		assert.Contains(t, n, "a: image a:1, for gitlab, sized by the pool controller")
+	})
+	t.Run("large numbers render as integers", func(t *testing.T) {
+		out, err := template(t, "controller: {budget: {pods: 2000000}}\npools:\n- {name: a, image: a:1, replicas: 1000000}\n")
+		require.NoError(t, err, "%s", out)
+		assert.Contains(t, out, "--budget-pods=2000000")
+		assert.Contains(t, out, "replicas: 1000000")
 	})
 	t.Run("an API server older than the chart's kubeVersion is refused", func(t *testing.T) {
 		out, err := template(t, "", "--kube-version", "1.29.0")

@@ -183,6 +183,7 @@ func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	assert.Contains(t, out, "STATUS: deployed")
 	assert.Contains(t, out, "name: "+rel+"-gitlab", "NOTES.txt names the driver's ServiceAccount")
 	assert.Contains(t, out, "--namespace="+ns, "NOTES.txt fills in the namespace")
+	assert.Contains(t, out, "WARNING: this cluster is Kubernetes v1.34", "NOTES.txt warns that the image volume it prints needs a gate kube-e2e does not turn on")
 
 	bins := standInRunnerPod(t, ns, rel+"-gitlab")
 	p := glrPoolIn(t, ns, rel+"-gitlab", poolOpts{driver: filepath.Join(bins, "warmpod-gitlab")})

@@ -42,5 +42,5 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s:%s" .Values.executorImage.repository (default .Chart.AppVersion .Values.executorImage.tag) -}}
 {{- end -}}
 {{- define "warmpod.gitlabRunnerImage" -}}
-{{- printf "%s:%s" .Values.gitlab.runnerImage.repository (default .Chart.AppVersion .Values.gitlab.runnerImage.tag) -}}
+{{- printf "%s:%s" .Values.gitlab.runnerImage.repository .Values.gitlab.runnerImage.tag -}}
 {{- end -}}

@@ -2,6 +2,9 @@
      refusal names the value and the fix; `helm install` and `helm template` stop on the first. */}}
 {{- define "warmpod.validate" -}}
 {{- include "warmpod.validateAccounts" . }}
+{{- if and .Values.gitlab.runnerImage.repository (not .Values.gitlab.runnerImage.tag) }}
+{{- fail "gitlab.runnerImage.tag: set it with gitlab.runnerImage.repository (the tag of the image you built from Dockerfile.gitlab-runner)" }}
+{{- end }}
 {{- include "warmpod.validatePools" . }}
 {{- include "warmpod.validateOneRelease" . }}
 {{- end -}}
@@ -20,6 +23,7 @@
 
 {{- define "warmpod.validatePools" -}}
 {{- $names := dict }}
+{{- $controller := printf "%s-pools" (include "warmpod.fullname" .) }}
 {{- $defaults := list }}
 {{- range $i, $p := .Values.pools }}
 {{- $where := printf "pools[%d] (%s)" $i $p.name }}
@@ -27,10 +31,21 @@
 {{- fail (printf "%s: name %q is also pools[%s]'s: each pool is a Deployment of that name; rename one" $where $p.name (get $names $p.name)) }}
 {{- end }}
 {{- $_ := set $names $p.name (toString $i) }}
+{{- if and $.Values.controller.enabled (eq $p.name $controller) }}
+{{- fail (printf "%s: name %q is the pool controller's Deployment; rename the pool" $where $p.name) }}
+{{- end }}
 {{- if $p.default }}{{ $defaults = append $defaults (printf "pools[%d] (%s)" $i $p.name) }}{{ end }}
 {{- $main := ternary "job" "build" (eq (default "gitlab" $p.for) "github") }}
+{{- /* The pod's other containers' names (pools.yaml): a service may not take one. */}}
+{{- $taken := ternary (list "install-warmpod" "externals") (list "install-warmpod" "install-gitlab-runner-helper" "install-warmpod-and-gitlab-runner-helper") (eq (default "gitlab" $p.for) "github") }}
 {{- $svcs := dict }}
 {{- range $j, $s := $p.services }}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$" (toString $s.name)) }}
+{{- fail (printf "%s: services[%d].name %q is not a container name (lower-case letters, digits and -, at most 63)" $where $j $s.name) }}
+{{- end }}
+{{- if has $s.name $taken }}
+{{- fail (printf "%s: services[%d].name %q is the name of one of the pool pod's init containers (%s); name the service after what it runs" $where $j $s.name (join ", " $taken)) }}
+{{- end }}
 {{- if eq $s.name $main }}
 {{- fail (printf "%s: services[%d].name %q is the name of the pool's job container (%q for %s pools); name the service after what it runs (postgres, redis)" $where $j $s.name $main (default "gitlab" $p.for)) }}
 {{- end }}
@@ -52,6 +67,9 @@
 {{- define "warmpod.validatePolicy" -}}
 {{- $fix := "check a policy in full with: warmpod-pools check FILE (docs/reference/cli.md)" }}
 {{- $periods := fromYamlArray .policy }}
+{{- if and (not $periods) (not (hasPrefix "[" (trim .policy))) }}
+{{- fail (printf "%s: policy: want a list of periods (- idle_count: 1 …), or [] for the default; %s" .where $fix) }}
+{{- end }}
 {{- $known := list "periods" "timezone" "idle_count" "idle_time" "min" "max" "scale_factor" "scale_factor_limit" "max_growth_rate" }}
 {{- range $i, $per := $periods }}
 {{- $at := printf "%s: policy period %d" $.where $i }}
@@ -66,13 +84,14 @@
 {{- if not (has $k $known) }}
 {{- fail (printf "%s: unknown key %q (a period has %s); %s" $at $k (join ", " $known) $fix) }}
 {{- end }}
-{{- if and (has $k (list "idle_count" "min" "max" "scale_factor_limit" "max_growth_rate")) (not (regexMatch "^[0-9]+$" (toString $v))) }}
-{{- fail (printf "%s: %s: %v is not a count (a whole number >= 0); %s" $at $k $v $fix) }}
+{{- $number := or (kindIs "float64" $v) (kindIs "int64" $v) (kindIs "int" $v) }}
+{{- if and (has $k (list "idle_count" "min" "max" "scale_factor_limit" "max_growth_rate")) (not (and $number (ge (float64 $v) 0.0) (le (float64 $v) 100000.0) (eq (float64 $v) (float64 (int64 $v))))) }}
+{{- fail (printf "%s: %s: %s is not a count (a whole number, 0..100000, unquoted); %s" $at $k (toJson $v) $fix) }}
 {{- end }}
-{{- if and (eq $k "scale_factor") (not (regexMatch "^[0-9]+(\\.[0-9]+)?$" (toString $v))) }}
-{{- fail (printf "%s: scale_factor: %v is not a number >= 0 (idle pods per busy pod, e.g. 0.5); %s" $at $v $fix) }}
+{{- if and (eq $k "scale_factor") (not (and $number (ge (float64 $v) 0.0) (le (float64 $v) 1000.0))) }}
+{{- fail (printf "%s: scale_factor: %s is not a number 0..1000 (idle pods per busy pod, e.g. 0.5); %s" $at (toJson $v) $fix) }}
 {{- end }}
-{{- if and (eq $k "idle_time") (not (and (kindIs "string" $v) (regexMatch "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^0$" $v))) }}
+{{- if and (eq $k "idle_time") (not (and (kindIs "string" $v) (regexMatch "^(([0-9]+(\\.[0-9]*)?|\\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$|^0$" $v))) }}
 {{- fail (printf "%s: idle_time: %v is not a Go duration, e.g. 30m or 1800s; %s" $at $v $fix) }}
 {{- end }}
 {{- if and (eq $k "timezone") (not (kindIs "string" $v)) }}
@@ -113,7 +132,7 @@
 {{- range $i, $f := $fields }}
 {{- $s := index $spec $i }}
 {{- $v := printf "(%s)" (index $s 1) }}
-{{- $item := printf "(\\*%s|%s(-%s)?)(/[0-9]+)?" (index $s 3) $v $v }}
+{{- $item := printf "(\\*%s|%s(-%s)?)(/[1-9][0-9]*)?" (index $s 3) $v $v }}
 {{- if not (regexMatch (printf "^(?i)%s(,%s)*$" $item $item) $f) }}
 {{- fail (printf "%s: %q: %s %q: want %s; %s" $.at $.expr (index $s 0) $f (index $s 2) $.fix) }}
 {{- end }}
@@ -126,14 +145,18 @@
      `helm template`, which has none). */}}
 {{- define "warmpod.validateOneRelease" -}}
 {{- $deps := lookup "apps/v1" "Deployment" .Release.Namespace "" }}
-{{- range $d := (default (list) (get (default dict $deps) "items")) }}
+{{- /* A release with no pool and no controller has only its accounts to show. */}}
+{{- $sas := lookup "v1" "ServiceAccount" .Release.Namespace "" }}
+{{- range $kind, $found := dict "Deployment" $deps "ServiceAccount" $sas }}
+{{- range $d := (default (list) (get (default dict $found) "items")) }}
 {{- $l := default dict $d.metadata.labels }}
 {{- if and (eq (get $l "app.kubernetes.io/name") "warmpod") (ne (get $l "app.kubernetes.io/instance") $.Release.Name) }}
 {{- $other := get $l "app.kubernetes.io/instance" }}
 {{- if $other }}
-{{- fail (printf "namespace %s already has warmpod release %q (its Deployment %s): the drivers and the pool controller read every pool of their namespace, so two releases here would share them; add these pools to release %q, or install into another namespace" $.Release.Namespace $other $d.metadata.name $other) }}
+{{- fail (printf "namespace %s already has warmpod release %q (its %s %s): the drivers and the pool controller read every pool of their namespace, so two releases here would share them; add these pools to release %q, or install into another namespace" $.Release.Namespace $other $kind $d.metadata.name $other) }}
 {{- else }}
-{{- fail (printf "namespace %s already has warmpod pools not installed by this chart (Deployment %s, e.g. from deploy/pool.yaml): the drivers and the pool controller read every pool of their namespace; delete them, or install into another namespace" $.Release.Namespace $d.metadata.name) }}
+{{- fail (printf "namespace %s already has warmpod objects not installed by this chart (%s %s, e.g. from deploy/): the drivers and the pool controller read every pool of their namespace; delete them, or install into another namespace" $.Release.Namespace $kind $d.metadata.name) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- end }}
