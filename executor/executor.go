@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -376,6 +377,24 @@ func (c *Core) KeepAlive(ctx context.Context, pod pool.Pod, jobID string) (stop 
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// Hint is what to do about err from the API server: the RBAC rule
+// (rbac) only when the API server refused with 403; where the API server
+// is when it could not be reached (a refused connection is no RBAC
+// matter); nothing otherwise.
+func Hint(err error, rbac string) string {
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case err == nil:
+		return ""
+	case forbidden(err):
+		return " (" + rbac + ")"
+	case errors.As(err, &oe), errors.As(err, &ne), strings.Contains(err.Error(), "connection refused"):
+		return " (the API server could not be reached: check the kubeconfig's server, or the pod's KUBERNETES_SERVICE_HOST, and that the API server is up)"
+	}
+	return ""
 }
 
 // forbidden tells an API server's 403 (RBAC) from a failure that another

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -194,6 +195,9 @@ func serve(ctx context.Context, o options, budget sizing.Budget, log *slog.Logge
 	if err != nil {
 		return err
 	}
+	if err := reachable(ctx, cs, rc.Host, startTimeout); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := pools.NewMetrics(reg)
@@ -219,6 +223,28 @@ func serve(ctx context.Context, o options, budget sizing.Budget, log *slog.Logge
 		return lead(ctx)
 	}
 	return elect(ctx, o, cs, cl.Namespace, rec, log, lead)
+}
+
+// startTimeout bounds how long the controller tries to reach the API
+// server at start before it exits 1: long enough for a pod whose network
+// comes up a little after it starts, short enough that a wrong address
+// shows as a crash-looping pod, not as a healthy one that never sizes
+// anything (client-go's informers would retry forever while /healthz
+// answers ok).
+const startTimeout = 30 * time.Second
+
+// reachable asks the API server at host for its version, once a second,
+// until it answers or within has passed. Errors name host.
+func reachable(ctx context.Context, cs kubernetes.Interface, host string, within time.Duration) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, time.Second, within, true, func(context.Context) (bool, error) {
+		_, last = cs.Discovery().ServerVersion()
+		return last == nil, nil
+	})
+	if err != nil && last != nil {
+		return fmt.Errorf("cannot reach the API server at %s within %v: %w", host, within, last)
+	}
+	return err
 }
 
 // elect runs lead while this replica holds the Lease. Losing the Lease

@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/warmpod/warmpod/sizing"
 )
@@ -109,4 +112,14 @@ current-context: c
 			}
 		})
 	}
+}
+
+// Without an API server the controller exits 1 naming where it looked,
+// instead of retrying forever while /healthz answers ok (issue 39).
+func TestUnreachableAPIServerEndsTheRun(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "https://127.0.0.1:1"})
+	require.NoError(t, err)
+	err = reachable(context.Background(), cs, "https://127.0.0.1:1", 1500*time.Millisecond)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "cannot reach the API server at https://127.0.0.1:1")
 }

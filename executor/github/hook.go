@@ -157,7 +157,7 @@ func (h *Hook) pools(ctx context.Context) (*pool.Set, error) {
 	}
 	set, err := h.Cluster.Pools(ctx)
 	if err != nil {
-		return nil, executor.Errorf("read the pools from the cluster: %v (the hook's account needs get and list on deployments and replicasets: deploy/github-rbac.yaml; or give a manifest with --pools)", err)
+		return nil, executor.Errorf("read the pools from the cluster: %v%s", err, executor.Hint(err, "the hook's account needs get and list on deployments and replicasets: deploy/github-rbac.yaml; or give a manifest with --pools"))
 	}
 	for _, w := range set.Warnings {
 		fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: not a usable pool: %s\n", w)

@@ -243,7 +243,7 @@ func (d *Driver) Prepare(ctx context.Context) error {
 		set, err = d.Cluster.Pools(ctx)
 		d.Span("read pools", t1)
 		if err != nil {
-			return sysErr("read the pools from the cluster: %v (the driver's account needs get and list on deployments and replicasets: deploy/gitlab-rbac.yaml)", err)
+			return sysErr("read the pools from the cluster: %v%s", err, executor.Hint(err, "the driver's account needs get and list on deployments and replicasets: deploy/gitlab-rbac.yaml"))
 		}
 		for _, w := range set.Warnings {
 			fmt.Fprintf(d.Stdout, "warmpod: WARNING: not a usable pool: %s\n", w)

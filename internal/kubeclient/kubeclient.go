@@ -5,6 +5,7 @@ package kubeclient
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,6 +24,12 @@ func New(kubeconfig, namespace, userAgent string) (*pool.Cluster, error) {
 	}
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	rc, err := cc.ClientConfig()
+	if clientcmd.IsEmptyConfig(err) {
+		// client-go's own words ("try setting KUBERNETES_MASTER") name a
+		// variable no one sets; say what was tried instead.
+		return nil, fmt.Errorf("no Kubernetes configuration: %s, and not in a pod (KUBERNETES_SERVICE_HOST is unset); "+
+			"set --kubeconfig or KUBECONFIG, or run in the cluster under a ServiceAccount", tried(rules))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
@@ -40,4 +47,15 @@ func New(kubeconfig, namespace, userAgent string) (*pool.Cluster, error) {
 		return nil, err
 	}
 	return &pool.Cluster{CS: cs, Config: rc, Namespace: namespace}, nil
+}
+
+// tried says which kubeconfig files the loading rules looked for.
+func tried(rules *clientcmd.ClientConfigLoadingRules) string {
+	if rules.ExplicitPath != "" {
+		return "--kubeconfig " + rules.ExplicitPath + " is empty"
+	}
+	if len(rules.Precedence) == 0 {
+		return "no kubeconfig file"
+	}
+	return "no kubeconfig in " + strings.Join(rules.Precedence, ", ") + " ($KUBECONFIG, else ~/.kube/config)"
 }
