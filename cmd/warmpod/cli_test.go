@@ -61,7 +61,7 @@ func TestCLIFailsFast(t *testing.T) {
 		{args: []string{"--max-jobs", "two"}, code: 2, stderr: `^warmpod: --max-jobs: "two" is not an integer\n$`},
 		{args: []string{"--exit-with-command=maybe"}, code: 2, stderr: `^warmpod: --exit-with-command: "maybe" is not true or false\n$`},
 		{env: []string{"WARMPOD_GRACE=5x"}, code: 2, stderr: `^warmpod: WARMPOD_GRACE="5x": not a Go duration, e.g\. 90s\n$`},
-		{args: []string{"--no-such-flag"}, code: 2, stderr: `^warmpod: flag provided but not defined: -no-such-flag \(warmpod -h lists the flags\)\n$`},
+		{args: []string{"--no-such-flag"}, code: 2, stderr: `^warmpod: flag provided but not defined: -no-such-flag \(warmpod -h lists its flags\)\n$`},
 		{args: []string{"job", "wait", "--stage", "build", "--timeout", "soon"}, code: 2,
 			stderr: `^warmpod: job wait: --timeout: "soon" is not a Go duration, e.g\. 90s\n$`},
 		{args: []string{"job", "logs", "--offset", "x"}, code: 2, stderr: `^warmpod: job logs: --offset: "x" is not an integer\n$`},
