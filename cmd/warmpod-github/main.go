@@ -8,11 +8,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -51,19 +53,23 @@ func run(args []string) int {
 	stateDir := fs.String("state-dir", filepath.Join(os.TempDir(), "warmpod-github"), "private directory (0700) of the jobs' multiplexer sockets")
 	timeout := fs.Duration("timeout", 6*time.Hour, "the job's lease in the pod (GitHub ends a job after at most 6 h)")
 	timings := fs.String("timings", "", "append one JSON line of timings per call to this file (benchmarks)")
-	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	err := flagenv.Parse(fs, args, "WARMPOD_GITHUB_", "warmpod-github")
+	if errors.Is(err, flag.ErrHelp) || err == nil && fs.NArg() == 1 && fs.Arg(0) == "help" {
+		fmt.Println(usage)
+		fs.SetOutput(os.Stdout)
+		fs.PrintDefaults()
+		return 0
 	}
-	if err := flagenv.Apply(fs, "WARMPOD_GITHUB_"); err != nil {
+	if err == nil {
+		err = validate(*warmWait, *readyTimeout, *leaseTTL, *cancelGrace, *timeout, *retries, *chunk, *streams)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
 		return 2
 	}
 	switch {
-	case fs.NArg() == 1 && fs.Arg(0) == "version":
+	case *showVersion || fs.NArg() == 1 && fs.Arg(0) == "version":
 		fmt.Println("warmpod-github", version)
 		return 0
 	case fs.NArg() == 2 && fs.Arg(0) == "install":
@@ -79,7 +85,7 @@ func run(args []string) int {
 			return kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
 		})
 	case fs.NArg() != 0:
-		fs.Usage()
+		fmt.Fprintf(os.Stderr, "::error::warmpod-github: unknown command %q; with no command it is the runner's container hook (the command on stdin), or: install DIR, version, help\n", strings.Join(fs.Args(), " "))
 		return 2
 	}
 	cfg := github.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL, MaxStreamRetries: *retries,
@@ -116,6 +122,30 @@ func run(args []string) int {
 		h.Mux.Runner, _ = mux.RunnerOf(os.Getppid())
 	}
 	return h.Run(context.Background(), os.Stdin, cancel)
+}
+
+// validate refuses flag values the hook cannot work with, naming the flag
+// and what it takes.
+func validate(warmWait, readyTimeout, leaseTTL, cancelGrace, timeout time.Duration, retries int, chunk int64, streams int) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+		zero bool // 0 is allowed
+	}{{"warm-wait", warmWait, true}, {"ready-timeout", readyTimeout, false}, {"lease-ttl", leaseTTL, true},
+		{"cancel-grace", cancelGrace, true}, {"timeout", timeout, false}} {
+		if d.v < 0 || d.v == 0 && !d.zero {
+			return fmt.Errorf("--%s %v: must be above 0%s", d.flag, d.v, map[bool]string{true: " (or 0)", false: ""}[d.zero])
+		}
+	}
+	switch {
+	case retries < 0:
+		return fmt.Errorf("--stream-retries %d: must be 0 or more", retries)
+	case chunk < 1:
+		return fmt.Errorf("--chunk-size %d: must be 1 byte or more (default %d)", chunk, github.DefaultChunkSize)
+	case streams < 1:
+		return fmt.Errorf("--streams %d: must be 1 or more (default %d)", streams, github.DefaultStreams)
+	}
+	return nil
 }
 
 func env() map[string]string {

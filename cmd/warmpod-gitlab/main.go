@@ -8,11 +8,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -118,23 +121,58 @@ func parseFlags(args []string) (o options, code int, done bool) {
 	fs.StringVar(&b.MemoryLimit, "memory-limit-overwrite-max-allowed", "", "highest KUBERNETES_MEMORY_LIMIT a job may set (empty: ignored)")
 	fs.StringVar(&b.EphemeralStorageRequest, "ephemeral-storage-request-overwrite-max-allowed", "", "highest KUBERNETES_EPHEMERAL_STORAGE_REQUEST a job may set (empty: ignored; always a cold pod)")
 	fs.StringVar(&b.EphemeralStorageLimit, "ephemeral-storage-limit-overwrite-max-allowed", "", "highest KUBERNETES_EPHEMERAL_STORAGE_LIMIT a job may set (empty: ignored; always a cold pod)")
-	fs.Usage = func() { fmt.Fprintln(fs.Output(), usage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return o, 0, true
-		}
-		return o, 2, true
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	err := flagenv.Parse(fs, args, "WARMPOD_GITLAB_", "warmpod-gitlab")
+	switch {
+	case errors.Is(err, flag.ErrHelp) || err == nil && fs.Arg(0) == "help":
+		printUsage(fs, os.Stdout)
+		return o, 0, true
+	case err == nil:
+		err = o.validate()
 	}
-	if err := flagenv.Apply(fs, "WARMPOD_GITLAB_"); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
 		return o, 2, true
 	}
+	if *showVersion {
+		o.cmd = "version"
+		return o, 0, false
+	}
 	if fs.NArg() == 0 {
-		fs.Usage()
+		fmt.Fprintln(os.Stderr, "warmpod-gitlab: no command: "+commands+" (warmpod-gitlab help lists them and the flags)")
 		return o, 2, true
 	}
 	o.cmd, o.rest = fs.Arg(0), fs.Args()[1:]
 	return o, 0, false
+}
+
+// commands lists the driver's commands, for the errors that name a wrong one.
+const commands = "config, prepare, run SCRIPT STAGE, cleanup, pool-hash, install DIR, version, help"
+
+// printUsage prints the usage and every flag to w.
+func printUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintln(w, usage)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// validate refuses flag values the driver cannot work with, naming the
+// flag and what it takes.
+func (o options) validate() error {
+	c := o.cfg
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+		zero bool // 0 is allowed (it means none)
+	}{{"warm-wait", c.WarmWait, true}, {"ready-timeout", c.ReadyTimeout, false}, {"lease-ttl", c.LeaseTTL, true}, {"resize-timeout", c.ResizeTimeout, false}} {
+		if d.v < 0 || d.v == 0 && !d.zero {
+			return fmt.Errorf("--%s %v: must be above 0%s", d.flag, d.v, map[bool]string{true: " (or 0)", false: ""}[d.zero])
+		}
+	}
+	if c.MaxStreamRetries < 0 {
+		return fmt.Errorf("--stream-retries %d: must be 0 or more", c.MaxStreamRetries)
+	}
+	return nil
 }
 
 // dispatch carries out o's command with d; the calls of a job (prepare,
@@ -160,8 +198,11 @@ func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
 			return kubeclient.New(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
 		})
 	case cmd == "prepare" && len(rest) == 0, cmd == "cleanup" && len(rest) == 0, cmd == "run" && len(rest) == 2:
+	case slices.Contains([]string{"config", "prepare", "run", "cleanup", "pool-hash", "install", "version"}, cmd):
+		fmt.Fprintf(os.Stderr, "warmpod-gitlab: %s: wrong arguments %q; the commands: %s\n", cmd, rest, commands)
+		return 2
 	default:
-		fmt.Fprintln(os.Stderr, usage)
+		fmt.Fprintf(os.Stderr, "warmpod-gitlab: unknown command %q; the commands: %s\n", cmd, commands)
 		return 2
 	}
 	d.Span("process: flags", o.began)

@@ -201,7 +201,7 @@ func (h *Hook) status(err error) int {
 	case errors.As(err, &se):
 		return se.Code
 	}
-	fmt.Fprintf(h.Stderr, "::error::warmpod: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+	fmt.Fprintf(h.Stderr, "::error::warmpod-github: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
 	return 1
 }
 

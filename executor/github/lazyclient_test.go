@@ -40,7 +40,7 @@ func TestRunScriptStepSetsUpAClientOnlyToGoDirect(t *testing.T) {
 		{name: "the multiplexer serves the step", mux: true, code: 0, connects: 0},
 		{name: "no multiplexer: a client, once, for the direct exec", code: 0, connects: 1},
 		{name: "no multiplexer, no client: its error, once", connectErr: errors.New("kubeconfig: no configuration"), code: 1, connects: 1,
-			stderr: "::error::warmpod: kubeconfig: no configuration\n"},
+			stderr: "::error::warmpod-github: kubeconfig: no configuration\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package github
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -11,10 +12,13 @@ import (
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/warmpod/warmpod/executor/pool"
 )
@@ -201,9 +205,11 @@ func TestPrepareJobWhenThePoolsCannotBeRead(t *testing.T) {
 		name string
 		kube *pool.Cluster
 		want string
+		rbac bool // the RBAC hint follows: a 403 only
 	}{
-		{"no pool Deployment", &pool.Cluster{Namespace: "ci", CS: fake.NewClientset()}, "no usable pool Deployment"},
-		{"the API server refuses", nil, "no pools in this fake"},
+		{"no pool Deployment", &pool.Cluster{Namespace: "ci", CS: fake.NewClientset()}, "no usable pool Deployment", false},
+		{"the API server fails", nil, "no pools in this fake", false},
+		{"the API server forbids", &pool.Cluster{Namespace: "ci", CS: forbidsDeployments()}, "is forbidden", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRunner(t)
@@ -213,11 +219,25 @@ func TestPrepareJobWhenThePoolsCannotBeRead(t *testing.T) {
 			code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: jobImage}}, nil, nil)
 			assert.Equal(t, 1, code)
 			assert.Nil(t, resp)
-			assert.True(t, strings.HasPrefix(errb.String(), "::error::warmpod: read the pools from the cluster: "), errb.String())
+			assert.True(t, strings.HasPrefix(errb.String(), "::error::warmpod-github: read the pools from the cluster: "), errb.String())
 			assert.Contains(t, errb.String(), tc.want)
-			assert.Contains(t, errb.String(), "get and list on deployments and replicasets: deploy/github-rbac.yaml")
+			if tc.rbac {
+				assert.Contains(t, errb.String(), "get and list on deployments and replicasets: deploy/github-rbac.yaml")
+			} else {
+				assert.NotContains(t, errb.String(), "deploy/github-rbac.yaml", "the RBAC hint is for a 403 only")
+			}
 			assert.Empty(t, f.colds)
 			assert.Empty(t, f.execs)
 		})
 	}
+}
+
+// forbidsDeployments is a fake API server that answers 403 to a list of
+// Deployments, as RBAC does.
+func forbidsDeployments() *fake.Clientset {
+	cs := fake.NewClientset()
+	cs.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "", errors.New("RBAC"))
+	})
+	return cs
 }

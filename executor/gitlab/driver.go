@@ -472,7 +472,7 @@ func ExitCode(err error, codes ExitCodes, stderr io.Writer) int {
 		return codes.BuildFailure
 	}
 	w := bufio.NewWriter(stderr)
-	fmt.Fprintln(w, "warmpod:", err)
+	fmt.Fprintln(w, "warmpod-gitlab:", err)
 	_ = w.Flush()
 	return codes.SystemFailure
 }

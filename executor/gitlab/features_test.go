@@ -325,7 +325,8 @@ func TestPrepareReadsThePoolsFromTheCluster(t *testing.T) {
 	d.Cfg.Pools = nil
 	err = d.Prepare(context.Background())
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "deployments and replicasets")
+	assert.Contains(t, err.Error(), "read the pools from the cluster: no pools in this fake")
+	assert.NotContains(t, err.Error(), "deployments and replicasets", "the RBAC hint is for a 403 only (executor.Hint)")
 	assert.Zero(t, fc.colds)
 }
 
