@@ -2,7 +2,6 @@ package charts
 
 import (
 	"archive/tar"
-	"bufio"
 	"compress/gzip"
 	"io"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/warmpod/warmpod/internal/helmnotes"
 )
 
 // The runner charts users already run, exactly as published
@@ -56,32 +57,13 @@ func notes(t *testing.T, set ...string) string {
 	return out[i+len("NOTES:\n"):]
 }
 
-// valuesBlock is the first indented block after the line that starts
-// with heading, dedented by its first line's indent: the values as a user
-// copies them out of the notes.
+// valuesBlock is the values block after heading in the notes
+// (helmnotes.ValuesBlock), as a user copies it.
 func valuesBlock(t *testing.T, text, heading string) string {
 	t.Helper()
-	i := strings.Index(text, "\n"+heading)
-	require.GreaterOrEqual(t, i, 0, "no %q in the notes:\n%s", heading, text)
-	var block []string
-	indent := ""
-	sc := bufio.NewScanner(strings.NewReader(text[i+1:]))
-	for sc.Scan() {
-		line := sc.Text()
-		if indent == "" {
-			if strings.HasPrefix(line, "  ") && strings.TrimSpace(line) != "" {
-				indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
-			} else {
-				continue
-			}
-		}
-		if strings.TrimSpace(line) == "" || !strings.HasPrefix(line, indent) {
-			break
-		}
-		block = append(block, strings.TrimPrefix(line, indent))
-	}
-	require.NotEmpty(t, block, "no values block after %q", heading)
-	return strings.Join(block, "\n") + "\n"
+	b, err := helmnotes.ValuesBlock(text, heading)
+	require.NoError(t, err, "%s", text)
+	return b
 }
 
 // renderWith renders a runner chart with the values file text and the

@@ -3,7 +3,6 @@
 package kubee2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/warmpod/warmpod/internal/helmnotes"
 )
 
 // TestGitLabRunnerChartValues runs a GitLab job the way a user who pasted
@@ -53,7 +54,8 @@ func TestGitLabRunnerChartValues(t *testing.T) {
 	require.Error(t, err, "%s", out)
 	assert.Contains(t, string(out), `namespace `+ns+` already has warmpod release "ci"`)
 
-	values := notesBlock(t, notes, "GitLab Runner")
+	values, err := helmnotes.ValuesBlock(notes, "GitLab Runner")
+	require.NoError(t, err, "%s", notes)
 	vf := filepath.Join(t.TempDir(), "values-from-notes.yaml")
 	require.NoError(t, os.WriteFile(vf, []byte(values), 0o644))
 	rendered := runHelm(t, "template", "runner", filepath.Join(charts, "gitlab-runner-0.86.0.tgz"), "-n", ns,
@@ -143,32 +145,6 @@ func chartValuesOnePool(t *testing.T) string {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(f, b, 0o644))
 	return f
-}
-
-// notesBlock is the first indented block after the NOTES line that starts
-// with heading, dedented: the values as a user copies them.
-func notesBlock(t *testing.T, notes, heading string) string {
-	t.Helper()
-	i := strings.Index(notes, "\n"+heading)
-	require.GreaterOrEqual(t, i, 0, "no %q in the notes:\n%s", heading, notes)
-	var block []string
-	indent := ""
-	sc := bufio.NewScanner(strings.NewReader(notes[i+1:]))
-	for sc.Scan() {
-		line := sc.Text()
-		if indent == "" && strings.HasPrefix(line, "  ") && strings.TrimSpace(line) != "" {
-			indent = line[:len(line)-len(strings.TrimLeft(line, " "))]
-		}
-		if indent == "" {
-			continue
-		}
-		if strings.TrimSpace(line) == "" || !strings.HasPrefix(line, indent) {
-			break
-		}
-		block = append(block, strings.TrimPrefix(line, indent))
-	}
-	require.NotEmpty(t, block)
-	return strings.Join(block, "\n") + "\n"
 }
 
 // renderedRunner is the Deployment and the config.template.toml of a
