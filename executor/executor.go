@@ -144,8 +144,10 @@ type Job struct {
 	// Fit, when set, runs on a claimed warm pod before job start, to make
 	// it what the job asks (waiting for the kubelet to apply Resize); cl
 	// reaches the pod through the job's multiplexer (Core.Attach), whose
-	// stream opens meanwhile. An error releases the pod (it is deleted)
-	// and the job gets a cold pod; it is logged.
+	// stream opens meanwhile. An error releases the pod (it is deleted,
+	// unless the error wraps pool.ErrGivenBack: Fit gave it back to its
+	// pool) and the job gets a cold pod, or fails when the error wraps
+	// ErrNoFit; it is logged.
 	Fit func(ctx context.Context, cl Cluster, pod pool.Pod) error
 }
 
@@ -183,9 +185,10 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 			if pod != nil && job.Fit != nil {
 				cl, release = c.attach(*pod)
 				if err := job.Fit(ctx, cl, *pod); err != nil {
-					fmt.Fprintf(c.Log, "warmpod: warm pod %s released: %v: creating a cold pod\n", pod.Name, err)
 					release(false)
-					c.DeletePod(ctx, *pod)
+					if err := c.unfit(ctx, *pod, err); err != nil {
+						return pool.Pod{}, err
+					}
 					pod, warm, released, cl = nil, false, true, nil
 				}
 			}
@@ -237,6 +240,33 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 		fmt.Fprintf(c.Log, "warmpod: pod %s did not take the job (%s): trying another\n", pod.Name, msg)
 	}
 	return pool.Pod{}, Errorf("no pod took the job after 5 tries")
+}
+
+// ErrNoFit, in a [Job.Fit] error, says that no pod of the pool can have
+// the job's resources, warm or cold (the kubelet called them infeasible
+// and nothing shows a larger node): Acquire fails with it rather than
+// spend another pod on them.
+var ErrNoFit = errors.New("no pod of the pool can have the job's resources")
+
+// unfit deals with warm pod, which Fit could not make what the job asks
+// (err): a pod Fit gave back to its pool ([pool.ErrGivenBack]) is left to
+// it, any other is deleted. It returns the *SystemError that ends the
+// acquisition for [ErrNoFit]; nil: the job gets a cold pod.
+func (c *Core) unfit(ctx context.Context, pod pool.Pod, err error) error {
+	next := "creating a cold pod"
+	if errors.Is(err, ErrNoFit) {
+		next = "refusing the job"
+	}
+	if errors.Is(err, pool.ErrGivenBack) {
+		fmt.Fprintf(c.Log, "warmpod: warm pod %s went back to pool %s: %v: %s\n", pod.Name, pod.Pool, err, next)
+	} else {
+		fmt.Fprintf(c.Log, "warmpod: warm pod %s released: %v: %s\n", pod.Name, err, next)
+		c.DeletePod(ctx, pod)
+	}
+	if errors.Is(err, ErrNoFit) {
+		return &SystemError{Err: err}
+	}
+	return nil
 }
 
 // attach is Attach for pod, or the cluster itself without one.

@@ -377,8 +377,12 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 // them (ej.Cold); a warm pod whose build container has other cpu or memory
 // is resized in place as it is claimed (ej.Resize) and waited for before
 // job start (ej.Fit), and released for a cold pod when the resize is
-// refused, infeasible or not applied within ResizeTimeout. A change the kubelet cannot make in place (ephemeral
-// storage) skips the warm pool. It returns whether to claim warm; an
+// refused, infeasible or not applied within ResizeTimeout. A pod whose
+// resize the kubelet called infeasible goes back to its pool
+// (pool.ErrGivenBack), and when the nodes could not be checked the job is
+// refused there (executor.ErrNoFit): one kubelet's answer is all that is
+// known, and another pod would only get the same. A change the kubelet
+// cannot make in place (ephemeral storage) skips the warm pool. It returns whether to claim warm; an
 // error before anything is claimed: a request above its limit once merged
 // with the pool's, or a pod no node of the pool can ever hold
 // ([Driver.nodesFit]).
@@ -396,7 +400,8 @@ func (d *Driver) fitResources(ctx context.Context, ej *executor.Job, p pool.Pool
 			c.Resources = want
 		}
 	})
-	if err := d.nodesFit(ctx, cold); err != nil {
+	unchecked, err := d.nodesFit(ctx, cold)
+	if err != nil {
 		return false, err
 	}
 	ej.Cold = &cold
@@ -417,7 +422,15 @@ func (d *Driver) fitResources(ctx context.Context, ej *executor.Job, p pool.Pool
 			t0 = pod.Resizing.Sent
 		}
 		if err := d.Cluster.AwaitResize(ctx, pod, d.Cfg.ResizeTimeout, cl); err != nil {
-			return fmt.Errorf("resize to %s: %w", describe(want), err)
+			err = fmt.Errorf("resize to %s: %w", describe(want), err)
+			if errors.Is(err, pool.ErrResizeInfeasible) && unchecked != "" {
+				// The kubelet says its node can never hold it, and
+				// nothing shows a larger one: another warm pod would
+				// get the same answer, a cold pod would never be
+				// scheduled.
+				return fmt.Errorf("%w: %w; and no node was seen that could hold it (%s): ask for less", executor.ErrNoFit, err, unchecked)
+			}
+			return err
 		}
 		fmt.Fprintf(d.Stdout, "warmpod: warm pod %s resized in place to %s in %d ms\n", pod.Name, describe(want), d.Now().Sub(t0).Milliseconds())
 		d.timing("resize", "", t0, nil)

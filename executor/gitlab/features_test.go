@@ -233,11 +233,14 @@ func TestPrepareResizesAWarmPodInPlace(t *testing.T) {
 func TestPrepareFallsBackColdWhenTheResizeFails(t *testing.T) {
 	for _, rerr := range []error{pool.ErrResizeInfeasible, pool.ErrResizeNotApplied} {
 		t.Run(rerr.Error(), func(t *testing.T) {
+			// A node that fits: an infeasible answer is this node's only
+			// (TestPrepareInfeasibleResizeSpendsNoPod has the rest).
 			fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
-				resize: func(pool.Pod, corev1.ResourceRequirements) error { return rerr }}
+				resize: func(pool.Pod, corev1.ResourceRequirements) error { return rerr },
+				nodes:  []pool.Node{fakeNode("big", "4", "8Gi")}}
 			d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "2"})
 			require.NoError(t, d.Prepare(context.Background()))
-			assert.Equal(t, []string{"w1"}, fc.deleted, "the claim is released")
+			assert.Equal(t, []string{"w1"}, fc.deleted, "the claim is released (not given back: deleted)")
 			require.Len(t, fc.coldPools, 1)
 			c := fc.coldPools[0].BuildContainer(&fc.coldPools[0].Template)
 			assert.Equal(t, "2", c.Resources.Requests.Cpu().String(), "the cold pod gets the job's resources")

@@ -2,6 +2,8 @@ package gitlab
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -73,4 +75,44 @@ func TestPrepareRefusesARequestNoNodeCanHold(t *testing.T) {
 	d, _ := resizeDriver(t, fc, nil)
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Zero(t, fc.nodesAsked)
+}
+
+// A warm pod whose resize the kubelet calls Infeasible is not spent (issue
+// 39, item 5): it went back to its pool (pool.ErrGivenBack). When the
+// driver could not read the nodes, nothing shows a larger node: the job is
+// refused at once, with the kubelet's word and why the nodes were not
+// checked, both in the trace, and no second warm pod or cold pod is
+// tried. When a node was seen that fits, the job gets a cold pod.
+func TestPrepareInfeasibleResizeSpendsNoPod(t *testing.T) {
+	infeasible := func(pool.Pod, corev1.ResourceRequirements) error {
+		return fmt.Errorf("%w: Node didn't have enough capacity: cpu, requested: 2000, capacity: 1000; %w", pool.ErrResizeInfeasible, pool.ErrGivenBack)
+	}
+	env := map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "2"}
+	warm := []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}, {Name: "w2", Warm: true, Pool: "alpine"}}
+
+	t.Run("nodes unreadable: refused", func(t *testing.T) {
+		fc := &fakeCluster{warm: slices.Clone(warm), resize: infeasible,
+			nodesErr: apierrors.NewForbidden(corev1.Resource("nodes"), "", nil)}
+		d, out := resizeDriver(t, fc, env)
+		err := d.Prepare(context.Background())
+		var se *SystemError
+		require.ErrorAs(t, err, &se)
+		assert.Contains(t, err.Error(), "no pod of the pool can have the job's resources: resize to requests cpu=2 memory=32Mi")
+		assert.Contains(t, err.Error(), "requested: 2000, capacity: 1000")
+		assert.Contains(t, err.Error(), "cannot read the nodes of pool alpine")
+		assert.Contains(t, out.String(), "warmpod: cannot read the nodes of pool alpine")
+		assert.Contains(t, out.String(), "warm pod w1 went back to pool alpine")
+		assert.Contains(t, out.String(), "refusing the job")
+		assert.Empty(t, fc.deleted, "w1 went back to the pool")
+		assert.Equal(t, []string{"w1 requests cpu=2 memory=32Mi"}, fc.resized, "no second warm pod")
+		assert.Zero(t, fc.colds)
+	})
+	t.Run("a node fits: a cold pod", func(t *testing.T) {
+		fc := &fakeCluster{warm: slices.Clone(warm), resize: infeasible, nodes: []pool.Node{fakeNode("small", "1", "4Gi"), fakeNode("big", "4", "8Gi")}}
+		d, out := resizeDriver(t, fc, env)
+		require.NoError(t, d.Prepare(context.Background()))
+		assert.Empty(t, fc.deleted, "w1 went back to the pool")
+		assert.Contains(t, out.String(), "warm pod w1 went back to pool alpine")
+		assert.Contains(t, out.String(), "runs on cold pod cold-1")
+	})
 }

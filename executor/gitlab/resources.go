@@ -196,25 +196,29 @@ func requestsWithinLimits(r corev1.ResourceRequirements) error {
 // scheduled, so claiming one only burns the pool. When the nodes cannot
 // be read (nodes are cluster-scoped: the driver's account needs the
 // ClusterRole of deploy/gitlab-rbac.yaml) it says so once in the trace
-// and leaves the check to the --*-overwrite-max-allowed bounds.
-func (d *Driver) nodesFit(ctx context.Context, c pool.Pool) error {
+// (prepare's stdout) and leaves the check to the
+// --*-overwrite-max-allowed bounds; unchecked then says why, for a later
+// refusal ("" when a node was found that fits).
+func (d *Driver) nodesFit(ctx context.Context, c pool.Pool) (unchecked string, err error) {
 	req := pool.PodRequests(&c.Template.Spec)
 	nodes, err := d.Cluster.Nodes(ctx, &c.Template)
 	if err != nil {
 		hint := ""
 		if apierrors.IsForbidden(err) {
-			hint = ": the driver's account needs get and list on nodes, the ClusterRole warmpod-gitlab-nodes of deploy/gitlab-rbac.yaml"
+			hint = ": the driver's account needs get and list on nodes, the ClusterRole warmpod-gitlab-nodes of deploy/gitlab-rbac.yaml, bound to it in its namespace (the binding names the namespace: docs/guides/gitlab-runner.md#rbac-of-the-driver)"
 		}
-		fmt.Fprintf(d.Stdout, "warmpod: cannot read the nodes of pool %s (%v)%s; the job's resources are checked against the --*-overwrite-max-allowed bounds only\n", c.Name, err, hint)
-		return nil
+		unchecked = fmt.Sprintf("cannot read the nodes of pool %s (%v)%s", c.Name, err, hint)
+		fmt.Fprintf(d.Stdout, "warmpod: %s; the job's resources are checked against the --*-overwrite-max-allowed bounds only\n", unchecked)
+		return unchecked, nil
 	}
 	if len(nodes) == 0 {
-		fmt.Fprintf(d.Stdout, "warmpod: no node matches pool %s's nodeName and nodeSelector; the job's resources are checked against the --*-overwrite-max-allowed bounds only\n", c.Name)
-		return nil
+		unchecked = fmt.Sprintf("no node matches pool %s's nodeName and nodeSelector", c.Name)
+		fmt.Fprintf(d.Stdout, "warmpod: %s; the job's resources are checked against the --*-overwrite-max-allowed bounds only\n", unchecked)
+		return unchecked, nil
 	}
 	for _, n := range nodes {
 		if n.Fits(req) {
-			return nil
+			return "", nil
 		}
 	}
 	var have []string
@@ -225,7 +229,7 @@ func (d *Driver) nodesFit(ctx context.Context, c pool.Pool) error {
 		}
 		have = append(have, n.Name+": "+list(n.Allocatable, req))
 	}
-	return &SystemError{Err: fmt.Errorf("the job's pod would request %s, more than any node of pool %s can allocate (%s): no pod of the pool can run it; ask for less",
+	return "", &SystemError{Err: fmt.Errorf("the job's pod would request %s, more than any node of pool %s can allocate (%s): no pod of the pool can run it; ask for less",
 		list(req, req), c.Name, strings.Join(have, "; "))}
 }
 

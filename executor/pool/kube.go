@@ -106,7 +106,9 @@ var ErrNotReady = errors.New("pod not ready")
 // claim is in flight, and the pod no longer has the pool's resources.
 // That is what keeps a claim without fit from taking a pod resized for
 // another job. A resized pod a claimer gives up on is deleted, so its
-// ReplicaSet makes a new one.
+// ReplicaSet makes a new one, unless the claimer resized it back to the
+// pool's resources (an infeasible resize, [Cluster.AwaitResize]): such a
+// pod is claimed again.
 func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*Pod, error) {
 	if p.Pending {
 		return nil, nil
@@ -121,7 +123,7 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.
 		}
 		var ready []corev1.Pod
 		for _, pod := range list.Items {
-			if PodReady(&pod) && pod.Annotations[AnnotationRetiring] == "" && !resizedByClaimer(&pod) {
+			if PodReady(&pod) && pod.Annotations[AnnotationRetiring] == "" && (!resizedByClaimer(&pod) || p.hasOwnResources(&pod)) {
 				ready = append(ready, pod)
 			}
 		}

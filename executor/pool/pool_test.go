@@ -23,6 +23,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -183,13 +184,10 @@ func conflictOnStaleRV(cs *fake.Clientset) {
 		cur := obj.(*corev1.Pod)
 		var patch struct {
 			Metadata struct {
-				ResourceVersion string            `json:"resourceVersion"`
-				Labels          map[string]string `json:"labels"`
-				Annotations     map[string]string `json:"annotations"`
+				ResourceVersion string             `json:"resourceVersion"`
+				Labels          map[string]*string `json:"labels"`
+				Annotations     map[string]*string `json:"annotations"`
 			} `json:"metadata"`
-			Spec struct {
-				Containers []corev1.Container `json:"containers"`
-			} `json:"spec"`
 		}
 		if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
 			return true, nil, err
@@ -199,26 +197,38 @@ func conflictOnStaleRV(cs *fake.Clientset) {
 		}
 		next := cur.DeepCopy()
 		if pa.GetSubresource() == "resize" {
-			for _, pc := range patch.Spec.Containers {
-				for i := range next.Spec.Containers {
-					if next.Spec.Containers[i].Name == pc.Name {
-						next.Spec.Containers[i].Resources = pc.Resources
-					}
-				}
+			// The API server's own strategic merge: containers by name,
+			// a null removes a quantity.
+			cur, err := json.Marshal(next)
+			if err != nil {
+				return true, nil, err
+			}
+			merged, err := strategicpatch.StrategicMergePatch(cur, pa.GetPatch(), corev1.Pod{})
+			if err != nil {
+				return true, nil, err
+			}
+			next = &corev1.Pod{}
+			if err := json.Unmarshal(merged, next); err != nil {
+				return true, nil, err
 			}
 			next.Generation++
 			next.ManagedFields = append(next.ManagedFields, metav1.ManagedFieldsEntry{
 				Manager: a.(k8stesting.PatchActionImpl).GetPatchOptions().FieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "resize"})
 		} else {
-			for k, v := range patch.Metadata.Labels {
-				next.Labels[k] = v
-			}
-			for k, v := range patch.Metadata.Annotations {
-				if next.Annotations == nil {
-					next.Annotations = map[string]string{}
+			set := func(m *map[string]string, p map[string]*string) {
+				if *m == nil {
+					*m = map[string]string{}
 				}
-				next.Annotations[k] = v
+				for k, v := range p {
+					if v == nil {
+						delete(*m, k)
+					} else {
+						(*m)[k] = *v
+					}
+				}
 			}
+			set(&next.Labels, patch.Metadata.Labels)
+			set(&next.Annotations, patch.Metadata.Annotations)
 		}
 		next.ResourceVersion = cur.ResourceVersion + "1"
 		if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, next, cur.Namespace); err != nil {

@@ -30,6 +30,11 @@ var (
 	// ErrResizeNotApplied: the kubelet had not applied it within the
 	// bound (still Deferred or in progress).
 	ErrResizeNotApplied = errors.New("resize not applied in time")
+	// ErrGivenBack comes with ErrResizeInfeasible from
+	// [Cluster.AwaitResize] when it has resized the pod back to the
+	// resources it had and given it back to its pool, idle and claimable
+	// again: the caller must not delete it.
+	ErrGivenBack = errors.New("the pod went back to its pool with its own resources")
 )
 
 // Resizing is an in-place resize of a warm pod's warmpod container that
@@ -58,7 +63,11 @@ type Resizing struct {
 // cgroup waits for the status alone. Errors: [ErrResizeUnsupported],
 // [ErrResizeInfeasible], [ErrResizeNotApplied], each with the API
 // server's or the kubelet's message, or the API server's own error. The
-// caller releases the pod on any of them.
+// caller releases the pod on any of them. An infeasible resize is undone
+// here (giveBack): the kubelet never applied it, so the pod is as it was
+// before the claim, and spending it would only cost the pool a pod; the
+// error then also wraps [ErrGivenBack]. A resize the kubelet defers (the
+// node has no room now) is not undone: it may still be applied.
 //
 // via runs the command (the job's multiplexer, whose stream into the pod
 // is open by then: no exec of its own); nil: a direct exec.
@@ -86,20 +95,137 @@ func (k *Cluster) AwaitResize(ctx context.Context, p Pod, timeout time.Duration,
 			inForce <- err == nil && code == 0
 		}()
 	}
-	return k.awaitResize(ctx, p, r.Want, timeout, inForce)
+	err := k.awaitResize(ctx, p, r.Want, timeout, inForce)
+	if errors.Is(err, ErrResizeInfeasible) {
+		cancel()
+		if gerr := k.giveBack(ctx, p); gerr != nil {
+			return fmt.Errorf("%w; giving the pod back to its pool failed: %v", err, gerr)
+		}
+		return fmt.Errorf("%w; %w", err, ErrGivenBack)
+	}
+	return err
+}
+
+// giveBack undoes a claim whose resize the kubelet refused as infeasible:
+// the container gets back the cpu and memory it had before (pods/resize;
+// what the resize added is removed), then the pod's labels and claim
+// annotations go back to idle, on the condition of its resourceVersion and
+// that it is still this claim's pod (its uid, claimed). Its ReplicaSet then
+// adopts it again and removes its surplus pod (the replacement it started
+// at the claim, while that is not Ready), and ClaimWarm takes it again as
+// its resources are the pool's (hasOwnResources). It runs even when ctx
+// has ended, bounded by abandonTimeout. Errors: the API server's, or a pod
+// that is no longer this claim's; the caller deletes the pod then.
+func (k *Cluster) giveBack(ctx context.Context, p Pod) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+	defer cancel()
+	var before corev1.ResourceRequirements
+	for _, c := range p.Resizing.Before.Spec.Containers {
+		if c.Name == p.Container {
+			before = resizable(c.Resources)
+		}
+	}
+	if _, err := k.patchResize(ctx, p.Name, p.Container, restoring(before, p.Resizing.Want), ""); err != nil {
+		return err
+	}
+	pods := k.CS.CoreV1().Pods(p.Namespace)
+	for range abandonTries {
+		cur, err := pods.Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if string(cur.UID) != p.UID || cur.Labels[LabelState] != StateClaimed || cur.DeletionTimestamp != nil {
+			return fmt.Errorf("pod %s is no longer this claim's", p.Name)
+		}
+		_, err = pods.Patch(ctx, p.Name, types.MergePatchType, unclaimPatch(cur.ResourceVersion), metav1.PatchOptions{})
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("pod %s kept changing", p.Name)
+}
+
+// restoring is the resources of a resize back to before from want: each
+// quantity before had, and null for each one want added (a strategic
+// merge patch keeps a key it does not name).
+func restoring(before, want corev1.ResourceRequirements) map[string]any {
+	out := map[string]any{}
+	for _, pair := range []struct {
+		key        string
+		have, sent corev1.ResourceList
+	}{{"requests", before.Requests, want.Requests}, {"limits", before.Limits, want.Limits}} {
+		m := map[string]any{}
+		for n, q := range pair.have {
+			m[string(n)] = q.String()
+		}
+		for n := range pair.sent {
+			if _, ok := pair.have[n]; !ok {
+				m[string(n)] = nil
+			}
+		}
+		if len(m) > 0 {
+			out[pair.key] = m
+		}
+	}
+	return out
+}
+
+// unclaimPatch is the merge patch that makes a claimed pod idle again, on
+// the condition that it is still at resourceVersion rv.
+func unclaimPatch(rv string) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": rv,
+		"labels":          map[string]any{LabelState: StateIdle, LabelJob: nil, LabelServer: nil, LabelRunner: nil},
+		"annotations":     map[string]any{AnnotationClaimedAt: nil, AnnotationClaimWait: nil},
+	}})
+	return b
+}
+
+// hasOwnResources tells whether pod's warmpod container has the cpu and
+// memory of p's template (a request left out of the template is its
+// limit, as the API server defaults it): a pod a claimer resized and gave
+// back (giveBack) is the pool's again.
+func (p Pool) hasOwnResources(pod *corev1.Pod) bool {
+	var tmpl *corev1.Container
+	for i := range p.Template.Spec.Containers {
+		if p.Template.Spec.Containers[i].Name == p.Container {
+			tmpl = &p.Template.Spec.Containers[i]
+		}
+	}
+	if tmpl == nil {
+		return false
+	}
+	want := resizable(tmpl.Resources)
+	for n, q := range want.Limits {
+		if _, ok := want.Requests[n]; !ok {
+			if want.Requests == nil {
+				want.Requests = corev1.ResourceList{}
+			}
+			want.Requests[n] = q
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == p.Container {
+			have := resizable(c.Resources)
+			return len(have.Requests) == len(want.Requests) && len(have.Limits) == len(want.Limits) &&
+				covers(have.Requests, want.Requests) && covers(have.Limits, want.Limits)
+		}
+	}
+	return false
 }
 
 // errPodGone: the pod a resize was for does not exist (any more).
 var errPodGone = errors.New("the pod is gone")
 
-// patchResize sends the resize of container in pod name to want, as
+// patchResize sends the resize of container in pod name to want (a
+// corev1.ResourceRequirements, or its JSON form as restoring writes it), as
 // ResizeFieldManager, and returns the pod as the API server answered it.
 // rv, when set, is the precondition: a pod at another resourceVersion
 // gets 409 Conflict (the API server's error, unwrapped by
 // apierrors.IsConflict) and is left as it is. Errors that say the resize
 // can never be made here wrap [ErrResizeUnsupported]; a pod that is gone
 // wraps errPodGone.
-func (k *Cluster) patchResize(ctx context.Context, name, container string, want corev1.ResourceRequirements, rv string) (*corev1.Pod, error) {
+func (k *Cluster) patchResize(ctx context.Context, name, container string, want any, rv string) (*corev1.Pod, error) {
 	patch := map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"name": container, "resources": want}}}}
 	if rv != "" {
 		patch["metadata"] = map[string]any{"resourceVersion": rv}

@@ -149,3 +149,63 @@ func TestAwaitResize(t *testing.T) {
 		})
 	}
 }
+
+// A resize the kubelet calls Infeasible spends no pod (issue 39, item 5):
+// AwaitResize resizes it back to what it had (what the resize added is
+// removed) and gives it back to its pool, idle, where the next claim takes
+// it. A resize the kubelet defers may still be applied: it is left to the
+// caller, which deletes the pod.
+func TestInfeasibleResizeGivesThePodBack(t *testing.T) {
+	q := resource.MustParse
+	fit := &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("64")}, Limits: corev1.ResourceList{"memory": q("256Mi")}}
+	for _, tc := range []struct {
+		reason string
+		err    error
+	}{
+		{corev1.PodReasonInfeasible, ErrResizeInfeasible},
+		{corev1.PodReasonDeferred, ErrResizeNotApplied},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				a := resizablePod("a")
+				p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod",
+					Template: corev1.PodTemplateSpec{Spec: *a.Spec.DeepCopy()}}
+				cs, k := fakeAPI(a)
+				// The kubelet of a 4-core node, as a get sees it.
+				cs.PrependReactor("get", "pods", func(act k8stesting.Action) (bool, k8sruntime.Object, error) {
+					pod := trackedPod(t, cs, act.(k8stesting.GetAction).GetName())
+					pod.Status.ObservedGeneration = pod.Generation
+					if pod.Spec.Containers[0].Resources.Requests.Cpu().Cmp(q("4")) > 0 {
+						pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodResizePending,
+							Status: corev1.ConditionTrue, Reason: tc.reason, Message: "Node didn't have enough capacity: cpu, requested: 64000, capacity: 4000"})
+					}
+					return true, pod, nil
+				})
+				pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1", Runner: "r"}, 0, fit)
+				require.NoError(t, err)
+				require.NotNil(t, pod)
+				err = k.AwaitResize(ctx, *pod, 10*time.Second, nil)
+				require.ErrorIs(t, err, tc.err)
+				assert.Contains(t, err.Error(), "requested: 64000")
+				got := trackedPod(t, cs, "a")
+				if tc.err != ErrResizeInfeasible {
+					assert.NotErrorIs(t, err, ErrGivenBack)
+					assert.Equal(t, StateClaimed, got.Labels[LabelState], "left to the caller")
+					return
+				}
+				require.ErrorIs(t, err, ErrGivenBack)
+				res := got.Spec.Containers[0].Resources
+				assert.Equal(t, corev1.ResourceList{"cpu": q("100m")}, res.Requests, "the cpu it had")
+				assert.Empty(t, res.Limits, "the memory limit the resize added removed")
+				assert.Equal(t, map[string]string{LabelPool: "alpine", LabelState: StateIdle, LabelConfig: "h"}, got.Labels, "idle, no owner")
+				assert.Empty(t, got.Annotations[AnnotationClaimedAt])
+				assert.NotContains(t, verbs(cs), "delete a")
+				again, err := k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, nil)
+				require.NoError(t, err)
+				require.NotNil(t, again, "the pool's to claim again")
+				assert.Equal(t, "a", again.Name)
+			})
+		})
+	}
+}
