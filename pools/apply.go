@@ -25,7 +25,7 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, now time.
 	d := x.d
 	ns, name := d.Namespace, d.Name
 	reason := string(x.dec.Reason)
-	if target < x.dec.Idle || x.restored && target > replicasOf(d) {
+	if target < x.dec.Idle {
 		reason = "budget"
 	}
 	c.setGauges(x, now)

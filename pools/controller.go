@@ -107,9 +107,6 @@ type Controller struct {
 	// decision's CPU at 1,000 pools.
 	policies map[string]parsedPolicy
 	sized    map[string]bool // pools sized at least once (for metrics clean-up)
-	// held are the pools whose growth the budget's room held back at the
-	// last decision: their growth when room appears is the budget's.
-	held map[string]bool
 }
 
 // New makes a Controller over cs. rec reports Events on the pools'
@@ -280,9 +277,6 @@ type decided struct {
 	lastDem  time.Time
 	start    time.Duration
 	cpu, mem int64
-	// restored: the budget held this pool's growth back at the decision
-	// before.
-	restored bool
 }
 
 // Reconcile decides every pool of the namespace once, from the cache, and
@@ -339,101 +333,21 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	}
 	shares := sizing.Share(c.cfg.Budget, demands)
 	var errs []error
-	// The budget holds at every instant a watch can see, not only once a
-	// decision's writes have all landed (issue 39): a pool grows first (jobs
-	// wait for it; it is not held behind other pools' marks and scale
-	// writes), but only into the room the namespace has now, counting each
-	// pool as the larger of its replicas and its idle, starting and retiring
-	// pods. A pool that gives pods back still holds them until its
-	// ReplicaSet has removed them, so the growth they pay for waits for the
-	// next decision, which their removal triggers.
-	room := c.room(ds)
-	grants := make([]int, len(ds))
-	held := map[string]bool{}
-	for i, x := range ds {
-		grants[i] = shares[i]
-		if cur := replicasOf(x.d); shares[i] > cur {
-			grants[i] = cur + room.take(shares[i]-cur, x.cpu, x.mem)
-		}
-		held[x.key] = grants[i] < shares[i]
-	}
+	// Growth first: a pool that jobs wait for is not held behind the
+	// marks and scale writes of pools that shrink (at a period's end that
+	// is hundreds of requests under the client's rate limit). The budget
+	// holds again once the same decision's shrinks are written.
 	for _, up := range []bool{true, false} {
 		for i, x := range ds {
-			if (grants[i] > replicasOf(x.d)) != up {
+			if (shares[i] > replicasOf(x.d)) != up {
 				continue
 			}
-			// Growth the budget held back before is the budget's doing
-			// now that it has room (ScaledByBudget), whatever the rule.
-			x.restored = c.held[x.key]
-			if err := c.apply(ctx, x, grants[i], now); err != nil {
+			if err := c.apply(ctx, x, shares[i], now); err != nil {
 				errs = append(errs, fmt.Errorf("pool %s: %w", x.d.Name, err))
 			}
 		}
 	}
-	c.held = held
 	return errors.Join(errs...)
-}
-
-// budgetRoom is what a namespace's budget has left, per dimension; a
-// negative figure is no limit in that dimension.
-type budgetRoom struct {
-	pods     int
-	cpu, mem int64
-}
-
-// room is the budget less what every pool holds now: the larger of its
-// replicas and its pods that are idle, starting or retiring (a scale-down
-// frees its pods only when its ReplicaSet has removed them).
-func (c *Controller) room(ds []decided) budgetRoom {
-	b := c.cfg.Budget
-	r := budgetRoom{pods: -1, cpu: -1, mem: -1}
-	if b.Pods != 0 {
-		r.pods = max(b.Pods, 0)
-	}
-	if b.MilliCPU != 0 {
-		r.cpu = max(b.MilliCPU, 0)
-	}
-	if b.MemoryBytes != 0 {
-		r.mem = max(b.MemoryBytes, 0)
-	}
-	for _, x := range ds {
-		held := max(replicasOf(x.d), len(x.pods.idle)+len(x.pods.starting)+len(x.pods.retiring))
-		if r.pods >= 0 {
-			r.pods = max(r.pods-held, 0)
-		}
-		if r.cpu >= 0 {
-			r.cpu = max(r.cpu-int64(held)*x.cpu, 0)
-		}
-		if r.mem >= 0 {
-			r.mem = max(r.mem-int64(held)*x.mem, 0)
-		}
-	}
-	return r
-}
-
-// take takes up to n pods of cpu and mem each from the room and returns
-// how many it took.
-func (r *budgetRoom) take(n int, cpu, mem int64) int {
-	if r.pods >= 0 {
-		n = min(n, r.pods)
-	}
-	if r.cpu >= 0 && cpu > 0 {
-		n = min(n, int(r.cpu/cpu))
-	}
-	if r.mem >= 0 && mem > 0 {
-		n = min(n, int(r.mem/mem))
-	}
-	n = max(n, 0)
-	if r.pods >= 0 {
-		r.pods -= n
-	}
-	if r.cpu >= 0 {
-		r.cpu -= int64(n) * cpu
-	}
-	if r.mem >= 0 {
-		r.mem -= int64(n) * mem
-	}
-	return n
 }
 
 // parsedPolicy is a policy's text and what it parsed to.

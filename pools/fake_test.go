@@ -37,7 +37,6 @@ const ns = "ci"
 var (
 	podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	depsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
-	podsGVK = schema.GroupVersionKind{Version: "v1", Kind: "Pod"}
 )
 
 // apiServer is a fake clientset that behaves as the API server does where
@@ -263,34 +262,6 @@ func (h *harness) events() []string {
 			out = append(out, e)
 		default:
 			return out
-		}
-	}
-}
-
-// idlePods counts pool's pods labelled idle that are not terminating:
-// what a watch of the namespace sees standing idle. Called with s.mu held.
-func (s *apiServer) idlePods(t *testing.T, pool_ string) int {
-	t.Helper()
-	l, err := s.Tracker().List(podsGVR, podsGVK, ns)
-	require.NoError(t, err)
-	n := 0
-	for _, p := range l.(*corev1.PodList).Items {
-		if p.Labels[pool.LabelPool] == pool_ && p.Labels[pool.LabelState] == pool.StateIdle && p.DeletionTimestamp == nil {
-			n++
-		}
-	}
-	return n
-}
-
-// removeRetiring deletes pool's pods marked retiring, as its ReplicaSet
-// does after a scale-down.
-func (s *apiServer) removeRetiring(t *testing.T, pool_ string) {
-	t.Helper()
-	pods, err := s.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
-	require.NoError(t, err)
-	for _, p := range pods.Items {
-		if p.Labels[pool.LabelPool] == pool_ && p.Annotations[pool.AnnotationRetiring] != "" {
-			require.NoError(t, s.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{}))
 		}
 	}
 }
