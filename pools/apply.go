@@ -60,6 +60,7 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, now time.
 		dir = "down"
 	} else {
 		c.tracker.ScaledUp(x.key, next-cur, now)
+		c.grown[x.key] = grown{replicas: next, base: d.ResourceVersion}
 	}
 	c.m.scaleChanges.WithLabelValues(ns, name, dir, reason).Inc()
 	c.m.replicas.WithLabelValues(ns, name).Set(float64(next))

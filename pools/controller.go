@@ -107,6 +107,11 @@ type Controller struct {
 	// decision's CPU at 1,000 pools.
 	policies map[string]parsedPolicy
 	sized    map[string]bool // pools sized at least once (for metrics clean-up)
+	// grown are the scale-ups written that the cache may not show yet;
+	// waiting the pods each pool's growth waits for, of the last decision
+	// (budget.go).
+	grown   map[string]grown
+	waiting map[string]int
 }
 
 // New makes a Controller over cs. rec reports Events on the pools'
@@ -130,6 +135,7 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = pool.LabelPool }))
 	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f, podFactory: pf,
 		invalid: map[string]string{}, sized: map[string]bool{}, policies: map[string]parsedPolicy{},
+		grown: map[string]grown{}, waiting: map[string]int{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pools", Clock: clk}),
@@ -331,23 +337,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		demands[i] = sizing.Demand{Name: x.d.Name, Desired: x.dec.Idle, Min: x.per.Min, RecentClaims: x.dec.Terms.Demand,
 			MilliCPU: x.cpu, MemoryBytes: x.mem}
 	}
-	shares := sizing.Share(c.cfg.Budget, demands)
-	var errs []error
-	// Growth first: a pool that jobs wait for is not held behind the
-	// marks and scale writes of pools that shrink (at a period's end that
-	// is hundreds of requests under the client's rate limit). The budget
-	// holds again once the same decision's shrinks are written.
-	for _, up := range []bool{true, false} {
-		for i, x := range ds {
-			if (shares[i] > replicasOf(x.d)) != up {
-				continue
-			}
-			if err := c.apply(ctx, x, shares[i], now); err != nil {
-				errs = append(errs, fmt.Errorf("pool %s: %w", x.d.Name, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return c.applyAll(ctx, ds, sizing.Share(c.cfg.Budget, demands), now)
 }
 
 // parsedPolicy is a policy's text and what it parsed to.
@@ -376,6 +366,7 @@ func (c *Controller) forgetGone(present map[string]bool) {
 		if !present[key] {
 			delete(c.sized, key)
 			delete(c.policies, key)
+			delete(c.grown, key)
 			ns, name, _ := cache.SplitMetaNamespaceKey(key)
 			c.tracker.Remove(key)
 			c.m.forget(ns, name)

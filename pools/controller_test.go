@@ -172,7 +172,10 @@ func TestAPIServerDownChangesNothing(t *testing.T) {
 }
 
 // One budget across the namespace's pools, shared by demand: the pool
-// with claims gets its pods first; the sum stays within the budget.
+// with claims gets its pods first; the sum stays within the budget. The
+// pools it takes them from give them back first: the busy pool grows into
+// the room there is at once, and by the rest in the decision after the
+// give-backs are seen.
 func TestBudgetIsSharedByDemand(t *testing.T) {
 	now := monday9
 	objs := []k8sruntime.Object{
@@ -186,6 +189,10 @@ func TestBudgetIsSharedByDemand(t *testing.T) {
 	h := newHarness(t, now, sizing.Budget{Pods: 8}, objs...)
 	require.NoError(t, h.c.Reconcile(context.Background()))
 	busy, a, b := h.api.replicas(t, "busy"), h.api.replicas(t, "quiet-a"), h.api.replicas(t, "quiet-b")
+	assert.Equal(t, []int{4, 1, 1}, []int{busy, a, b}, "the room of 2 at once, the give-backs written")
+	h.settle(t)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	busy, a, b = h.api.replicas(t, "busy"), h.api.replicas(t, "quiet-a"), h.api.replicas(t, "quiet-b")
 	assert.Equal(t, 6, busy)
 	assert.Equal(t, 8, busy+a+b)
 	assert.Contains(t, strings.Join(h.events(), "\n"), "ScaledByBudget")

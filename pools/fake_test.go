@@ -51,6 +51,9 @@ type apiServer struct {
 	writes map[string]int // verb/resource[/subresource]
 	// before, when set, runs before each write and may refuse it.
 	before func(a k8stesting.Action) error
+	// after, when set, runs after each pod patch and scale update that
+	// landed, under the same lock: what a watch sees next.
+	after func(a k8stesting.Action)
 }
 
 func newAPIServer(t *testing.T, objs ...k8sruntime.Object) *apiServer {
@@ -89,13 +92,20 @@ func (s *apiServer) react(a k8stesting.Action) (bool, k8sruntime.Object, error) 
 		}
 	}
 	s.writes[kind]++
+	var obj k8sruntime.Object
+	var err error
 	switch {
 	case kind == "patch/pods":
-		return s.patchPod(a.(k8stesting.PatchAction))
+		_, obj, err = s.patchPod(a.(k8stesting.PatchAction))
 	case kind == "update/deployments/scale":
-		return s.scale(a.(k8stesting.UpdateAction))
+		_, obj, err = s.scale(a.(k8stesting.UpdateAction))
+	default:
+		return false, nil, nil
 	}
-	return false, nil, nil
+	if err == nil && s.after != nil {
+		s.after(a)
+	}
+	return true, obj, err
 }
 
 func (s *apiServer) patchPod(pa k8stesting.PatchAction) (bool, k8sruntime.Object, error) {

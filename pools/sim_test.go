@@ -405,6 +405,12 @@ func (w *simWorld) decide() {
 	}
 	m.allowed += len(w.allowed)
 	require.NoError(w.t, w.c.Reconcile(context.Background()))
+	// A growth the budget holds until other pools' give-backs are gone is
+	// a cut too: a later decision restores it, touched or not.
+	for key := range w.c.waiting {
+		_, name, _ := strings.Cut(key, "/")
+		w.cut[name] = true
+	}
 }
 
 // touch records that pool p changed for its next decision: now, and
