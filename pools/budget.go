@@ -39,19 +39,11 @@ type room struct {
 	pods, milliCPU, memory int64
 }
 
-// newRoom is the whole of b, with sizing.Budget's reading of its fields
-// (0 no limit, negative nothing).
+// newRoom is the whole of b (sizing.Budget.Limits).
 func newRoom(b sizing.Budget) room {
-	limit := func(v int64) int64 {
-		switch {
-		case v == 0:
-			return math.MaxInt64
-		case v < 0:
-			return 0
-		}
-		return v
-	}
-	return room{pods: limit(int64(b.Pods)), milliCPU: limit(b.MilliCPU), memory: limit(b.MemoryBytes)}
+	var r room
+	r.pods, r.milliCPU, r.memory = b.Limits()
+	return r
 }
 
 // take removes n pods of cpu millicores and mem bytes each; the room may go

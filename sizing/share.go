@@ -86,7 +86,10 @@ type sharing struct {
 	alloc                  []int
 }
 
-func newSharing(b Budget, demands []Demand) *sharing {
+// Limits is the budget in each dimension as a ceiling: math.MaxInt64 for
+// a field of 0 (no limit), 0 for a negative one (nothing), else the field.
+// Pods in pods, MilliCPU in millicores, MemoryBytes in bytes.
+func (b Budget) Limits() (pods, milliCPU, memoryBytes int64) {
 	limit := func(v int64) int64 {
 		switch {
 		case v == 0:
@@ -96,12 +99,16 @@ func newSharing(b Budget, demands []Demand) *sharing {
 		}
 		return v
 	}
+	return limit(int64(b.Pods)), limit(b.MilliCPU), limit(b.MemoryBytes)
+}
+
+func newSharing(b Budget, demands []Demand) *sharing {
 	s := &sharing{
 		ds:    make([]Demand, len(demands)),
 		order: make([]int, len(demands)),
-		pods:  limit(int64(b.Pods)), milliCPU: limit(b.MilliCPU), memory: limit(b.MemoryBytes),
 		alloc: make([]int, len(demands)),
 	}
+	s.pods, s.milliCPU, s.memory = b.Limits()
 	for i, d := range demands {
 		d.Desired = min(max(d.Desired, 0), MaxCount)
 		d.Min, d.RecentClaims = max(d.Min, 0), max(d.RecentClaims, 0)
