@@ -492,7 +492,14 @@ func TestStressClosedStdoutAndSIGTERMDuringStart(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 143, exit)
 	sr := <-res
-	assert.Contains(t, []int{0, exitUnavailable, exitTempFail, 137, 255}, sr.ExitCode, sr.String())
+	// The start may have answered (0), been refused as the pod drains
+	// (69, 75), or been killed by the shutdown: 143 when the sweep's
+	// SIGTERM found it before it was a warmpod client (runc's exec
+	// process still starting, so not spared as a client is), 137 by the
+	// grace period's SIGKILL or the namespace's end, 255 from runc when
+	// the container went first. Which one is a race of the 30 ms above;
+	// what must hold whichever it is comes next: no token left on disk.
+	assert.Contains(t, []int{0, exitUnavailable, exitTempFail, 137, 143, 255}, sr.ExitCode, sr.String())
 	var holders []string
 	_ = filepath.WalkDir(w.Rootfs, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.Type().IsRegular() {
