@@ -29,6 +29,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Cluster is what the executor needs of Kubernetes; *pool.Cluster is the
@@ -198,16 +199,16 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 			if job.Cold != nil {
 				cp = *job.Cold
 			}
-			why := pool.Cold{Reason: pool.ColdReleased, Waited: time.Since(began)}
+			why := pool.Cold{Reason: poolapi.ColdReleased, Waited: time.Since(began)}
 			switch {
 			case warm && p.Pending:
-				why.Reason = pool.ColdPending
+				why.Reason = poolapi.ColdPending
 				fmt.Fprintf(c.Log, "warmpod: pool %s is rolling out a new template and has no pod of it yet: creating a cold pod (image %s)\n", p.Name, p.Image)
 			case warm:
-				why.Reason = pool.ColdNoIdle
+				why.Reason = poolapi.ColdNoIdle
 				fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
 			case !released:
-				why.Reason = pool.ColdNoPool
+				why.Reason = poolapi.ColdNoPool
 				fmt.Fprintf(c.Log, "warmpod: no pool runs image %s as this job asks: creating a cold pod from pool %s's template\n", p.Image, p.Name)
 			}
 			cold, err := c.Cluster.CreateCold(ctx, cp, job.Owner, why, c.ReadyTimeout)

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // apply gives pool x the size target: scale up at once, scale down only by
@@ -199,7 +199,7 @@ func (c *Controller) mark(ctx context.Context, p *corev1.Pod, now time.Time) (ma
 		if err != nil {
 			return kept, err
 		}
-		if fresh.UID != p.UID || fresh.DeletionTimestamp != nil || fresh.Labels[pool.LabelState] != pool.StateIdle {
+		if fresh.UID != p.UID || fresh.DeletionTimestamp != nil || fresh.Labels[poolapi.LabelState] != poolapi.StateIdle {
 			return left, nil
 		}
 		rv = fresh.ResourceVersion
@@ -224,14 +224,14 @@ func (c *Controller) unmarkStale(ctx context.Context, retiring []*corev1.Pod, no
 	return errors.Join(errs...)
 }
 
-// writeStatus writes st into d's AnnotationStatus (a merge patch of that
+// writeStatus writes st into d's poolapi.AnnotationSizing (a merge patch of that
 // one annotation).
 func (c *Controller) writeStatus(ctx context.Context, d *appsv1.Deployment, st Status) error {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationStatus: string(b)}}})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{poolapi.AnnotationSizing: string(b)}}})
 	_, err = c.cs.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }

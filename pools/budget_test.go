@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -96,7 +96,7 @@ func TestBudgetHoldsAtEveryWrite(t *testing.T) {
 			pods, err := h.api.Tracker().List(podsGVR, podsGVK, ns)
 			require.NoError(t, err)
 			for _, p := range pods.(*corev1.PodList).Items {
-				if p.Annotations[pool.AnnotationRetiring] != "" {
+				if p.Annotations[poolapi.AnnotationRetiring] != "" {
 					require.NoError(t, h.api.Tracker().Delete(podsGVR, ns, p.Name))
 				}
 			}
@@ -130,7 +130,7 @@ func idleOf(t *testing.T, s *apiServer, name string) int {
 	require.NoError(t, err)
 	n := 0
 	for _, p := range obj.(*corev1.PodList).Items {
-		if p.Labels[pool.LabelPool] == name && p.Labels[pool.LabelState] == pool.StateIdle && p.DeletionTimestamp == nil {
+		if p.Labels[poolapi.LabelPool] == name && p.Labels[poolapi.LabelState] == poolapi.StateIdle && p.DeletionTimestamp == nil {
 			n++
 		}
 	}

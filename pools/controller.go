@@ -1,5 +1,5 @@
 // Package pools is warmpod-pools, the pool controller: it sizes the warm
-// pools (Deployments labelled as pools, executor/pool.PoolSelector) of one
+// pools (Deployments labelled as pools, poolapi.PoolSelector) of one
 // namespace by their warmpod.dev/policy annotation (package sizing) and the
 // demand it sees on their pods, within one idle budget for the namespace.
 //
@@ -8,7 +8,7 @@
 // single key is the namespace (the budget makes every pool's size depend on
 // every other's), a rate-limited retry when the API server fails, and Events
 // with reasons on each pool. It writes only the pools' replicas (through the
-// deployments/scale subresource), their AnnotationStatus, and the retiring
+// deployments/scale subresource), their poolapi.AnnotationSizing, and the retiring
 // mark of the idle pods it scales away. Without it pools keep their last
 // size: nothing it does is needed for a job to run.
 package pools
@@ -36,7 +36,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -130,9 +130,9 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 	// reads them.
 	strip := informers.WithTransform(stripManagedFields)
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace), strip,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = pool.PoolSelector }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = poolapi.PoolSelector }))
 	pf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace), strip,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = pool.LabelPool }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = poolapi.LabelPool }))
 	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f, podFactory: pf,
 		invalid: map[string]string{}, sized: map[string]bool{}, policies: map[string]parsedPolicy{},
 		grown: map[string]grown{}, waiting: map[string]int{},
@@ -232,11 +232,11 @@ func podOf(o any) (*corev1.Pod, bool) {
 // decision.
 func (c *Controller) podEvent(o any) {
 	p, ok := o.(*corev1.Pod)
-	if !ok || p.Labels[pool.LabelPool] == "" {
+	if !ok || p.Labels[poolapi.LabelPool] == "" {
 		return
 	}
 	ob := c.tracker.Observe(p, c.clock.Now())
-	name := p.Labels[pool.LabelPool]
+	name := p.Labels[poolapi.LabelPool]
 	// Claims made before this process started were counted by the one
 	// before it: the counters start at zero, the demand history does not.
 	if ob.Claim != nil && ob.Claim.At.After(c.started) {
@@ -268,7 +268,7 @@ func (c *Controller) next(ctx context.Context) bool {
 
 // poolSelector selects the pools' Deployments.
 func poolSelector() labels.Selector {
-	s, _ := labels.Parse(pool.PoolSelector)
+	s, _ := labels.Parse(poolapi.PoolSelector)
 	return s
 }
 
@@ -304,13 +304,13 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	}
 	byPool := map[string][]*corev1.Pod{}
 	for _, p := range all {
-		byPool[p.Labels[pool.LabelPool]] = append(byPool[p.Labels[pool.LabelPool]], p)
+		byPool[p.Labels[poolapi.LabelPool]] = append(byPool[p.Labels[poolapi.LabelPool]], p)
 	}
 	var ds []decided
 	present := map[string]bool{}
 	for _, d := range deps {
 		key := d.Namespace + "/" + d.Name
-		text, has := d.Annotations[sizing.Annotation]
+		text, has := d.Annotations[poolapi.AnnotationPolicy]
 		if !has || d.DeletionTimestamp != nil {
 			continue
 		}
@@ -391,7 +391,7 @@ func (c *Controller) reportInvalid(ctx context.Context, d *appsv1.Deployment, ke
 		return
 	}
 	c.invalid[key] = text
-	msg := fmt.Sprintf("%s is invalid, the pool keeps its %d replicas: %v", sizing.Annotation, replicasOf(d), err)
+	msg := fmt.Sprintf("%s is invalid, the pool keeps its %d replicas: %v", poolapi.AnnotationPolicy, replicasOf(d), err)
 	c.log.Error("invalid pool policy", "namespace", d.Namespace, "pool", d.Name, "err", err)
 	c.rec.Event(d, corev1.EventTypeWarning, EventInvalidPolicy, msg)
 	st := Status{Replicas: replicasOf(d), Reason: "invalid", Message: msg, DecidedAt: c.clock.Now().UTC()}

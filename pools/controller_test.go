@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -74,11 +74,11 @@ func TestScaleDownRetiresIdlePodsOnly(t *testing.T) {
 	)
 	// A driver claims "racing" just before the controller's mark lands.
 	h.api.before = func(a k8stesting.Action) error {
-		if pa, ok := a.(k8stesting.PatchAction); ok && pa.GetName() == "racing" && strings.Contains(string(pa.GetPatch()), pool.AnnotationRetiring) {
+		if pa, ok := a.(k8stesting.PatchAction); ok && pa.GetName() == "racing" && strings.Contains(string(pa.GetPatch()), poolapi.AnnotationRetiring) {
 			h.api.before = nil
 			obj, _ := h.api.Tracker().Get(podsGVR, ns, "racing")
 			p := obj.(*corev1.Pod).DeepCopy()
-			p.Labels[pool.LabelState] = pool.StateClaimed
+			p.Labels[poolapi.LabelState] = poolapi.StateClaimed
 			p.ResourceVersion = h.api.nextRV()
 			_ = h.api.Tracker().Update(podsGVR, p, ns)
 			return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "racing", errors.New("modified"))
@@ -90,9 +90,9 @@ func TestScaleDownRetiresIdlePodsOnly(t *testing.T) {
 	pods, err := h.api.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	require.NoError(t, err)
 	for _, p := range pods.Items {
-		if p.Annotations[pool.AnnotationRetiring] != "" {
+		if p.Annotations[poolapi.AnnotationRetiring] != "" {
 			retiring[p.Name] = true
-			assert.Equal(t, retireCost, p.Annotations[AnnotationDeletionCost])
+			assert.Equal(t, retireCost, p.Annotations[poolapi.AnnotationDeletionCost])
 		}
 	}
 	// The ReplicaSet's order: the pod not Ready first, then the youngest
@@ -100,10 +100,10 @@ func TestScaleDownRetiresIdlePodsOnly(t *testing.T) {
 	assert.Equal(t, map[string]bool{"starting": true, "young": true}, retiring)
 	assert.Equal(t, 1, h.api.replicas(t, "alpine"), "one unmarked idle pod stays: the ReplicaSet removes only the marked ones")
 	obj, _ := h.api.Tracker().Get(podsGVR, ns, "racing")
-	assert.Equal(t, pool.StateClaimed, obj.(*corev1.Pod).Labels[pool.LabelState], "the claim won its pod")
-	assert.Empty(t, obj.(*corev1.Pod).Annotations[pool.AnnotationRetiring])
+	assert.Equal(t, poolapi.StateClaimed, obj.(*corev1.Pod).Labels[poolapi.LabelState], "the claim won its pod")
+	assert.Empty(t, obj.(*corev1.Pod).Annotations[poolapi.AnnotationRetiring])
 	obj, _ = h.api.Tracker().Get(podsGVR, ns, "busy")
-	assert.Empty(t, obj.(*corev1.Pod).Annotations[pool.AnnotationRetiring], "a busy pod is never marked")
+	assert.Empty(t, obj.(*corev1.Pod).Annotations[poolapi.AnnotationRetiring], "a busy pod is never marked")
 	ev := h.events()
 	require.Len(t, ev, 1)
 	assert.Contains(t, ev[0], "ScaledByIdleTime replicas 4 → 1", "the last claim was an hour ago")
@@ -114,16 +114,16 @@ func TestScaleDownRetiresIdlePodsOnly(t *testing.T) {
 func TestStaleRetiringMarkIsTakenOff(t *testing.T) {
 	now := monday9
 	p := idlePod("alpine", "kept", true, now.Add(-time.Hour))
-	p.Annotations = map[string]string{pool.AnnotationRetiring: now.Add(-time.Minute).Format(time.RFC3339), AnnotationDeletionCost: retireCost}
+	p.Annotations = map[string]string{poolapi.AnnotationRetiring: now.Add(-time.Minute).Format(time.RFC3339), poolapi.AnnotationDeletionCost: retireCost}
 	q := idlePod("alpine", "fresh", true, now.Add(-time.Hour))
-	q.Annotations = map[string]string{pool.AnnotationRetiring: now.Add(-time.Second).Format(time.RFC3339), AnnotationDeletionCost: retireCost}
+	q.Annotations = map[string]string{poolapi.AnnotationRetiring: now.Add(-time.Second).Format(time.RFC3339), poolapi.AnnotationDeletionCost: retireCost}
 	h := newHarness(t, now, sizing.Budget{}, poolDeployment("alpine", "- idle_count: 1", 1), p, q)
 	require.NoError(t, h.c.Reconcile(context.Background()))
 	got, _ := h.api.Tracker().Get(podsGVR, ns, "kept")
-	assert.Empty(t, got.(*corev1.Pod).Annotations[pool.AnnotationRetiring])
-	assert.Empty(t, got.(*corev1.Pod).Annotations[AnnotationDeletionCost])
+	assert.Empty(t, got.(*corev1.Pod).Annotations[poolapi.AnnotationRetiring])
+	assert.Empty(t, got.(*corev1.Pod).Annotations[poolapi.AnnotationDeletionCost])
 	got, _ = h.api.Tracker().Get(podsGVR, ns, "fresh")
-	assert.NotEmpty(t, got.(*corev1.Pod).Annotations[pool.AnnotationRetiring], "within the grace the ReplicaSet may still remove it")
+	assert.NotEmpty(t, got.(*corev1.Pod).Annotations[poolapi.AnnotationRetiring], "within the grace the ReplicaSet may still remove it")
 }
 
 // An invalid policy is reported once (Event, status, metric) naming the
@@ -203,7 +203,7 @@ func TestBudgetIsSharedByDemand(t *testing.T) {
 func TestTakeoverKeepsBurstCapacity(t *testing.T) {
 	now := monday9
 	d := poolDeployment("alpine", "- idle_count: 1\n  idle_time: 10m", 8)
-	d.Annotations[AnnotationStatus] = fmt.Sprintf(`{"replicas":8,"reason":"demand","demand":8,"demandAt":%q,"lastClaim":%q,"decidedAt":%q}`,
+	d.Annotations[poolapi.AnnotationSizing] = fmt.Sprintf(`{"replicas":8,"reason":"demand","demand":8,"demandAt":%q,"lastClaim":%q,"decidedAt":%q}`,
 		now.Add(-2*time.Minute).Format(time.RFC3339Nano), now.Add(-2*time.Minute).Format(time.RFC3339Nano), now.Add(-time.Minute).Format(time.RFC3339Nano))
 	objs := []k8sruntime.Object{d}
 	for i := range 8 {

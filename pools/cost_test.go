@@ -16,6 +16,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -95,7 +96,7 @@ func TestDecisionParsesAPolicyOnce(t *testing.T) {
 	} {
 		d, err := h.api.AppsV1().Deployments(ns).Get(ctx, "pool-07", metav1.GetOptions{})
 		require.NoError(t, err)
-		d.Annotations[sizing.Annotation] = step.policy
+		d.Annotations[poolapi.AnnotationPolicy] = step.policy
 		d.ResourceVersion = h.api.nextRV()
 		_, err = h.api.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
 		require.NoError(t, err)

@@ -28,7 +28,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -179,7 +179,7 @@ func poolDeployment(name, policy string, replicas int) *appsv1.Deployment {
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: name}}}}},
 	}
 	if policy != "" {
-		d.Annotations[sizing.Annotation] = policy
+		d.Annotations[poolapi.AnnotationPolicy] = policy
 	}
 	return d
 }
@@ -193,7 +193,7 @@ func idlePod(pool_, name string, ready bool, created time.Time) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: k8stypes.UID("uid-" + name), ResourceVersion: "1",
 			CreationTimestamp: metav1.NewTime(created),
-			Labels:            map[string]string{pool.LabelPool: pool_, pool.LabelState: pool.StateIdle}},
+			Labels:            map[string]string{poolapi.LabelPool: pool_, poolapi.LabelState: poolapi.StateIdle}},
 		Spec: corev1.PodSpec{NodeName: "node"},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodReady, Status: st, LastTransitionTime: metav1.NewTime(created.Add(4 * time.Second))}}},
@@ -203,9 +203,9 @@ func idlePod(pool_, name string, ready bool, created time.Time) *corev1.Pod {
 // claimedPod is a pod claimed at at (warm).
 func claimedPod(pool_, name string, at time.Time) *corev1.Pod {
 	p := idlePod(pool_, name, true, at.Add(-time.Minute))
-	p.Labels[pool.LabelState] = pool.StateClaimed
-	p.Labels[pool.LabelJob] = name
-	p.Annotations = map[string]string{pool.AnnotationClaimedAt: at.UTC().Format(time.RFC3339Nano), pool.AnnotationClaimWait: "3"}
+	p.Labels[poolapi.LabelState] = poolapi.StateClaimed
+	p.Labels[poolapi.LabelJob] = name
+	p.Annotations = map[string]string{poolapi.AnnotationClaimedAt: at.UTC().Format(time.RFC3339Nano), poolapi.AnnotationClaimWait: "3"}
 	return p
 }
 

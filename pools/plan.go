@@ -9,29 +9,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
-
-// AnnotationStatus is the pool Deployment's annotation where the controller
-// writes why the pool has its size (a JSON Status), so that
-//
-//	kubectl get deploy -l app.kubernetes.io/component=pool \
-//	  -o custom-columns='POOL:.metadata.name,REPLICAS:.spec.replicas,WHY:.metadata.annotations.warmpod\.dev/sizing'
-//
-// shows it. It is written with each change of size, and when the policy is
-// found invalid.
-const AnnotationStatus = "warmpod.dev/sizing"
-
-// AnnotationDeletionCost is Kubernetes' ReplicaSet hint (beta and on since
-// 1.22): when a ReplicaSet scales down it removes, among pods of equal rank,
-// those with the lowest cost first. Retiring pods get retireCost.
-const AnnotationDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
 
 // retireCost is the deletion cost of a retiring pod: below any cost a user
 // sets on a pool pod.
 const retireCost = "-2147483648"
 
-// Status is the JSON of AnnotationStatus.
+// Status is the JSON of poolapi.AnnotationSizing.
 type Status struct {
 	// Replicas is the size the controller set.
 	Replicas int `json:"replicas"`
@@ -55,11 +41,11 @@ type Status struct {
 	DecidedAt time.Time `json:"decidedAt"`
 }
 
-// readStatus parses d's AnnotationStatus; the zero Status when there is
+// readStatus parses d's poolapi.AnnotationSizing; the zero Status when there is
 // none or it does not parse (a status is advice, never a reason to fail).
 func readStatus(d *appsv1.Deployment) Status {
 	var s Status
-	_ = json.Unmarshal([]byte(d.Annotations[AnnotationStatus]), &s)
+	_ = json.Unmarshal([]byte(d.Annotations[poolapi.AnnotationSizing]), &s)
 	return s
 }
 
@@ -75,26 +61,22 @@ type poolPods struct {
 	busy int
 }
 
-// sortPods sorts the pods labelled for pool name. A pod whose
-// warmpod.dev/state is neither idle nor claimed is not the controller's.
+// sortPods sorts the pods labelled for pool name by their state
+// ([pool.StateOf]). A pending pod (on no node yet) is counted as starting:
+// sizing waits for it as for one whose image is pulling.
 func sortPods(pods []*corev1.Pod) poolPods {
 	var pp poolPods
 	for _, p := range pods {
-		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		switch p.Labels[pool.LabelState] {
-		case pool.StateClaimed:
+		switch pool.StateOf(p) {
+		case poolapi.PodBusy:
 			pp.busy++
-		case pool.StateIdle:
-			switch {
-			case p.Annotations[pool.AnnotationRetiring] != "":
-				pp.retiring = append(pp.retiring, p)
-			case pool.PodReady(p):
-				pp.idle = append(pp.idle, p)
-			default:
-				pp.starting = append(pp.starting, p)
-			}
+		case poolapi.PodRetiring:
+			pp.retiring = append(pp.retiring, p)
+		case poolapi.PodIdle:
+			pp.idle = append(pp.idle, p)
+		case poolapi.PodStarting, poolapi.PodPending:
+			pp.starting = append(pp.starting, p)
+		case poolapi.PodGone:
 		}
 	}
 	return pp
@@ -113,7 +95,7 @@ func (pp poolPods) observation(t *Tracker, key string, now time.Time) sizing.Obs
 // removes pods when it scales down (ActivePodsWithRanks in Kubernetes'
 // pkg/controller): not yet scheduled first, then Pending before Running, not
 // Ready before Ready, and, within a rank, the youngest first. Marking the
-// first n of them retiring (with AnnotationDeletionCost lowest) and lowering
+// first n of them retiring (with poolapi.AnnotationDeletionCost lowest) and lowering
 // replicas by n makes the ReplicaSet pick exactly those n: the pods it
 // would have picked anyway, with the deletion cost settling ties among Ready
 // pods. So the controller chooses which pods go, and each was made
@@ -158,8 +140,8 @@ func retireMark(rv string, at time.Time) []byte {
 	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": rv,
 		"annotations": map[string]string{
-			pool.AnnotationRetiring: at.UTC().Format(time.RFC3339),
-			AnnotationDeletionCost:  retireCost,
+			poolapi.AnnotationRetiring:     at.UTC().Format(time.RFC3339),
+			poolapi.AnnotationDeletionCost: retireCost,
 		},
 	}})
 	return b
@@ -171,14 +153,14 @@ func retireMark(rv string, at time.Time) []byte {
 func retireUnmark(rv string) []byte {
 	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": rv,
-		"annotations":     map[string]any{pool.AnnotationRetiring: nil, AnnotationDeletionCost: nil},
+		"annotations":     map[string]any{poolapi.AnnotationRetiring: nil, poolapi.AnnotationDeletionCost: nil},
 	}})
 	return b
 }
 
 // markedAt is when pod was marked retiring; zero if not or unreadable.
 func markedAt(p *corev1.Pod) time.Time {
-	t, _ := time.Parse(time.RFC3339, p.Annotations[pool.AnnotationRetiring])
+	t, _ := time.Parse(time.RFC3339, p.Annotations[poolapi.AnnotationRetiring])
 	return t
 }
 

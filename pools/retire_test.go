@@ -18,6 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -41,7 +42,7 @@ func replicaSetRemoves(pods []*corev1.Pod, n int) []*corev1.Pod {
 		return r
 	}
 	cost := func(p *corev1.Pod) int64 {
-		c, _ := strconv.ParseInt(p.Annotations[AnnotationDeletionCost], 10, 32)
+		c, _ := strconv.ParseInt(p.Annotations[poolapi.AnnotationDeletionCost], 10, 32)
 		return c
 	}
 	pods = slices.Clone(pods)
@@ -82,7 +83,7 @@ func TestKeptMarkStopsTheScaleDown(t *testing.T) {
 	// marks of it, so both are refused.
 	h.api.before = func(a k8stesting.Action) error {
 		pa, ok := a.(k8stesting.PatchAction)
-		if !ok || pa.GetName() != "starting" || !strings.Contains(string(pa.GetPatch()), pool.AnnotationRetiring) {
+		if !ok || pa.GetName() != "starting" || !strings.Contains(string(pa.GetPatch()), poolapi.AnnotationRetiring) {
 			return nil
 		}
 		obj, err := h.api.Tracker().Get(podsGVR, ns, "starting")
@@ -107,7 +108,7 @@ func TestKeptMarkStopsTheScaleDown(t *testing.T) {
 		removes = append(removes, p.Name)
 	}
 	for _, p := range pods {
-		if p.Annotations[pool.AnnotationRetiring] != "" {
+		if p.Annotations[poolapi.AnnotationRetiring] != "" {
 			marked = append(marked, p.Name)
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -227,7 +228,7 @@ func newSimWorld(t *testing.T, cfg simConfig) *simWorld {
 		w.byName[p.name] = p
 		d := poolDeployment(p.name, p.policy.text, p.policy.initial)
 		d.Spec.Template = *w.tmpl.DeepCopy()
-		d.Spec.Template.Labels[pool.LabelPool] = p.name
+		d.Spec.Template.Labels[poolapi.LabelPool] = p.name
 		require.NoError(t, w.api.Tracker().Add(d))
 		for range p.policy.initial {
 			w.createPod(p, cfg.start.Add(-time.Hour), true)
@@ -436,7 +437,7 @@ func (w *simWorld) settle() {
 	uid := k8stypes.UID("barrier-uid-" + strconv.Itoa(w.barrier))
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "barrier-" + strconv.Itoa(w.barrier), Namespace: ns, UID: uid,
 		ResourceVersion: w.api.nextRV(), CreationTimestamp: metav1.NewTime(now.Add(-time.Second)),
-		Labels: map[string]string{pool.LabelPool: "sim-barrier", pool.LabelState: pool.StateIdle}},
+		Labels: map[string]string{poolapi.LabelPool: "sim-barrier", poolapi.LabelState: poolapi.StateIdle}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
 			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now)}}}}
 	w.throttle()
@@ -482,7 +483,7 @@ func (w *simWorld) createPod(p *simPool, created time.Time, ready bool) {
 // its containers' statuses, not Ready yet.
 func (w *simWorld) podOf(p *simPool, name string, created time.Time) *corev1.Pod {
 	t := w.tmpl.DeepCopy()
-	t.Labels[pool.LabelPool] = p.name
+	t.Labels[poolapi.LabelPool] = p.name
 	t.Labels["pod-template-hash"] = "5d8f7c9b6"
 	t.Spec.NodeName = p.node
 	st := corev1.PodStatus{Phase: corev1.PodPending, PodIP: "10.1.2.3", HostIP: "10.0.0.1", QOSClass: corev1.PodQOSBurstable,
@@ -542,7 +543,7 @@ func (w *simWorld) kubelet(now time.Time) {
 		p.ResourceVersion = w.api.nextRV()
 		_, err = w.api.CoreV1().Pods(ns).UpdateStatus(context.Background(), p, metav1.UpdateOptions{})
 		require.NoError(w.t, err)
-		w.touch(w.byName[p.Labels[pool.LabelPool]], false)
+		w.touch(w.byName[p.Labels[poolapi.LabelPool]], false)
 	}
 }
 
@@ -575,7 +576,7 @@ func (w *simWorld) arrive(p *simPool, now time.Time) {
 		obj, err := w.api.Tracker().Get(podsGVR, ns, name)
 		require.NoError(w.t, err)
 		pod := obj.(*corev1.Pod)
-		if pool.PodReady(pod) && pod.Annotations[pool.AnnotationRetiring] == "" && w.claim(p, pod, now) {
+		if pool.PodReady(pod) && pod.Annotations[poolapi.AnnotationRetiring] == "" && w.claim(p, pod, now) {
 			w.warm++
 			return
 		}
@@ -584,9 +585,9 @@ func (w *simWorld) arrive(p *simPool, now time.Time) {
 	w.seq++
 	name := fmt.Sprintf("%s-cold-%d", p.name, w.seq)
 	pod := w.podOf(p, name, now)
-	pod.Labels[pool.LabelState] = pool.StateClaimed
-	pod.Labels[pool.LabelJob] = name
-	pod.Annotations = map[string]string{pool.AnnotationColdReason: string(pool.ColdNoIdle), pool.AnnotationClaimWait: "0"}
+	pod.Labels[poolapi.LabelState] = poolapi.StateClaimed
+	pod.Labels[poolapi.LabelJob] = name
+	pod.Annotations = map[string]string{poolapi.AnnotationColdReason: string(poolapi.ColdNoIdle), poolapi.AnnotationClaimWait: "0"}
 	_, err := w.api.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
 	require.NoError(w.t, err)
 	w.starting[name] = now.Add(w.jitter(p.start))
@@ -599,8 +600,8 @@ func (w *simWorld) arrive(p *simPool, now time.Time) {
 // API server refused it (another claim or a retire mark won the pod).
 func (w *simWorld) claim(p *simPool, pod *corev1.Pod, now time.Time) bool {
 	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"labels":{%q:%q,%q:%q},"annotations":{%q:%q,%q:"%d"}}}`,
-		pod.ResourceVersion, pool.LabelState, pool.StateClaimed, pool.LabelJob, pod.Name,
-		pool.AnnotationClaimedAt, now.UTC().Format(time.RFC3339Nano), pool.AnnotationClaimWait, 5+w.rng.IntN(40))
+		pod.ResourceVersion, poolapi.LabelState, poolapi.StateClaimed, poolapi.LabelJob, pod.Name,
+		poolapi.AnnotationClaimedAt, now.UTC().Format(time.RFC3339Nano), poolapi.AnnotationClaimWait, 5+w.rng.IntN(40))
 	_, err := w.api.CoreV1().Pods(ns).Patch(context.Background(), pod.Name, k8stypes.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsConflict(err) {
 		return false
@@ -654,8 +655,8 @@ func (w *simWorld) scaleDown(p *simPool, n int) {
 		pods = append(pods, obj.(*corev1.Pod))
 	}
 	for _, pod := range replicaSetRemoves(pods, n) {
-		require.NotEqual(w.t, pool.StateClaimed, pod.Labels[pool.LabelState], "a ReplicaSet removes a claimed pod")
-		if pod.Annotations[pool.AnnotationRetiring] == "" {
+		require.NotEqual(w.t, poolapi.StateClaimed, pod.Labels[poolapi.LabelState], "a ReplicaSet removes a claimed pod")
+		if pod.Annotations[poolapi.AnnotationRetiring] == "" {
 			w.removedUnmarked++
 		}
 		w.removed++
@@ -672,7 +673,7 @@ func (w *simWorld) checkClaimedNeverRetiring() {
 	for _, j := range w.jobs {
 		obj, err := w.api.Tracker().Get(podsGVR, ns, j.pod)
 		require.NoError(w.t, err, "a job's pod is gone before the job ended")
-		require.Empty(w.t, obj.(*corev1.Pod).Annotations[pool.AnnotationRetiring], "pod %s of a running job is marked retiring", j.pod)
+		require.Empty(w.t, obj.(*corev1.Pod).Annotations[poolapi.AnnotationRetiring], "pod %s of a running job is marked retiring", j.pod)
 	}
 }
 
@@ -864,7 +865,7 @@ func (v *ctrlView) react(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 		v.mu.Unlock()
 	}
 	pa, isPatch := a.(k8stesting.PatchAction)
-	mark := isPatch && kind == "patch/pods" && !strings.Contains(string(pa.GetPatch()), fmt.Sprintf("%q:null", pool.AnnotationRetiring))
+	mark := isPatch && kind == "patch/pods" && !strings.Contains(string(pa.GetPatch()), fmt.Sprintf("%q:null", poolapi.AnnotationRetiring))
 	switch {
 	case mark:
 		v.race(pa.GetName())
@@ -882,7 +883,7 @@ func (v *ctrlView) react(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 	switch {
 	case mark && err == nil:
 		v.marks++
-		if p, ok := obj.(*corev1.Pod); ok && p.Labels[pool.LabelState] == pool.StateClaimed {
+		if p, ok := obj.(*corev1.Pod); ok && p.Labels[poolapi.LabelState] == poolapi.StateClaimed {
 			v.markedClaimed++
 		}
 	case mark && apierrors.IsConflict(err):
@@ -935,9 +936,9 @@ func (v *ctrlView) race(name string) {
 		return
 	}
 	pod := obj.(*corev1.Pod)
-	p := w.byName[pod.Labels[pool.LabelPool]]
+	p := w.byName[pod.Labels[poolapi.LabelPool]]
 	switch {
-	case v.nMarks%5 == 0 && pool.PodReady(pod) && pod.Annotations[pool.AnnotationRetiring] == "":
+	case v.nMarks%5 == 0 && pool.PodReady(pod) && pod.Annotations[poolapi.AnnotationRetiring] == "":
 		if w.claim(p, pod, w.clock.Now()) {
 			w.minute().jobs++
 			w.warm++

@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // history is how much of a pool's past the tracker keeps. sizing.Decide
@@ -106,7 +106,7 @@ type Observed struct {
 // claim by a driver older than AnnotationClaimedAt).
 func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 	o := Observed{Wait: -1}
-	name := pod.Labels[pool.LabelPool]
+	name := pod.Labels[poolapi.LabelPool]
 	if name == "" {
 		return o
 	}
@@ -116,8 +116,8 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 	bits := t.seen[pod.UID]
 	defer func() { t.seen[pod.UID] = bits }()
 	h := t.pool(key)
-	cold := pod.Annotations[pool.AnnotationColdReason]
-	claimed := pod.Labels[pool.LabelState] == pool.StateClaimed
+	cold := pod.Annotations[poolapi.AnnotationColdReason]
+	claimed := pod.Labels[poolapi.LabelState] == poolapi.StateClaimed
 	if claimed && bits&seenClaim == 0 {
 		bits |= seenClaim
 		if c, ok := claimOf(pod, name, cold, now); ok && c.At.After(t.ignoreBefore[key]) {
@@ -139,7 +139,7 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 		// was measured then, or is unknown.
 		return o
 	}
-	if pool.ColdReason(cold) == pool.ColdNoPool {
+	if poolapi.ColdReason(cold) == poolapi.ColdNoPool {
 		// The default pool's template with the job's image: its start
 		// (that image's pull) is not a start of this pool's pods.
 		return o
@@ -151,7 +151,7 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 			h.starts = h.starts[len(h.starts)-startSamples:]
 		}
 	}
-	if cold != "" && bits&seenWait == 0 && pool.ColdReason(cold).Demand() && bits&seenClaim != 0 {
+	if cold != "" && bits&seenWait == 0 && poolapi.ColdReason(cold).Demand() && bits&seenClaim != 0 {
 		// A cold pod's wait ends when it is Ready.
 		bits |= seenWait
 		o.Wait = waitOf(pod) + o.Start
@@ -163,13 +163,13 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 // start whose reason is demand (its wait is known once it is Ready).
 func claimOf(pod *corev1.Pod, name, cold string, now time.Time) (Claim, bool) {
 	if cold != "" {
-		if !pool.ColdReason(cold).Demand() {
+		if !poolapi.ColdReason(cold).Demand() {
 			return Claim{}, false
 		}
 		return Claim{Pool: name, At: pod.CreationTimestamp.Time, Wait: -1}, true
 	}
 	at := now
-	if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[pool.AnnotationClaimedAt]); err == nil {
+	if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[poolapi.AnnotationClaimedAt]); err == nil {
 		at = v
 	}
 	return Claim{Pool: name, At: at, Warm: true, Wait: waitOf(pod)}, true
@@ -189,7 +189,7 @@ func addClaim(h *poolHistory, c Claim) {
 
 // waitOf reads AnnotationClaimWait; 0 when absent or bad.
 func waitOf(pod *corev1.Pod) time.Duration {
-	ms, err := strconv.ParseInt(pod.Annotations[pool.AnnotationClaimWait], 10, 64)
+	ms, err := strconv.ParseInt(pod.Annotations[poolapi.AnnotationClaimWait], 10, 64)
 	if err != nil || ms < 0 {
 		return 0
 	}

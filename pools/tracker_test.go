@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // tpod builds the pods the tracker sees, as the drivers and the ReplicaSet
@@ -27,9 +27,9 @@ type tpod struct {
 }
 
 func (p tpod) build() *corev1.Pod {
-	state := pool.StateIdle
+	state := poolapi.StateIdle
 	if p.claimed {
-		state = pool.StateClaimed
+		state = poolapi.StateClaimed
 	}
 	st := corev1.ConditionFalse
 	if p.ready {
@@ -39,9 +39,9 @@ func (p tpod) build() *corev1.Pod {
 	for k, v := range p.ann {
 		ann[k] = v
 	}
-	lbl := map[string]string{pool.LabelState: state}
+	lbl := map[string]string{poolapi.LabelState: state}
 	if p.pool != "" {
-		lbl[pool.LabelPool] = p.pool
+		lbl[poolapi.LabelPool] = p.pool
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.uid, Namespace: ns, UID: k8stypes.UID(p.uid), Labels: lbl, Annotations: ann,
@@ -59,14 +59,14 @@ var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 func warmClaim(uid string, at time.Time, waitMs int) tpod {
 	return tpod{uid: uid, pool: "alpine", claimed: true, created: at.Add(-10 * time.Minute), ready: true,
 		readyAt: at.Add(-9 * time.Minute), ann: map[string]string{
-			pool.AnnotationClaimedAt: at.Format(time.RFC3339Nano), pool.AnnotationClaimWait: strconv.Itoa(waitMs)}}
+			poolapi.AnnotationClaimedAt: at.Format(time.RFC3339Nano), poolapi.AnnotationClaimWait: strconv.Itoa(waitMs)}}
 }
 
 // coldPod is a cold pod of reason, created at created after waitMs of
 // looking for a warm one; Ready after start when ready.
 func coldPod(uid, reason string, created time.Time, waitMs int, ready bool, start time.Duration) tpod {
 	return tpod{uid: uid, pool: "alpine", claimed: true, created: created, ready: ready, readyAt: created.Add(start),
-		ann: map[string]string{pool.AnnotationColdReason: reason, pool.AnnotationClaimWait: strconv.Itoa(waitMs)}}
+		ann: map[string]string{poolapi.AnnotationColdReason: reason, poolapi.AnnotationClaimWait: strconv.Itoa(waitMs)}}
 }
 
 // demand reads pool alpine's history at now.
@@ -143,9 +143,9 @@ func TestTrackerWarmClaimTime(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := warmClaim("p", at, 15)
-			delete(p.ann, pool.AnnotationClaimedAt)
+			delete(p.ann, poolapi.AnnotationClaimedAt)
 			if tc.claimedAt != nil {
-				p.ann[pool.AnnotationClaimedAt] = *tc.claimedAt
+				p.ann[poolapi.AnnotationClaimedAt] = *tc.claimedAt
 			}
 			o := NewTracker().Observe(p.build(), t0)
 			require.NotNil(t, o.Claim)
@@ -172,10 +172,10 @@ func TestTrackerColdReasons(t *testing.T) {
 		reason string
 		demand bool
 	}{
-		{string(pool.ColdNoIdle), true},
-		{string(pool.ColdPending), true},
-		{string(pool.ColdNoPool), false},
-		{string(pool.ColdReleased), false},
+		{string(poolapi.ColdNoIdle), true},
+		{string(poolapi.ColdPending), true},
+		{string(poolapi.ColdNoPool), false},
+		{string(poolapi.ColdReleased), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {

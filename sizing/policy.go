@@ -35,6 +35,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
 	// The controller runs FROM scratch, without /usr/share/zoneinfo: the
 	// embedded database makes a timezone valid or not the same everywhere.
 	_ "time/tzdata"
@@ -42,10 +43,6 @@ import (
 	"github.com/robfig/cron/v3"
 	"sigs.k8s.io/yaml"
 )
-
-// Annotation is the key, on a pool's Deployment, of the policy text that Parse
-// reads (docs/decisions/0005-pool-policy-in-annotations.md).
-const Annotation = "warmpod.dev/policy"
 
 // Limits on what Parse accepts. Beyond them the text is a mistake, not a
 // policy, and refusing it keeps every sum in Decide and Share far from

@@ -26,6 +26,7 @@ import (
 	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/kubeclient"
 	"github.com/warmpod/warmpod/internal/selfinstall"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -189,7 +190,7 @@ func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
 			return 2
 		}
 		for _, p := range d.Cfg.Pools.Pools {
-			fmt.Printf("%s\t%s=%s\n", p.Name, pool.LabelConfig, p.Hash)
+			fmt.Printf("%s\t%s=%s\n", p.Name, poolapi.LabelConfig, p.Hash)
 		}
 		return 0
 	case cmd == "mux":

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/internal/kubeclient"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -70,7 +70,7 @@ func checkCluster(ctx context.Context, o options, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "warmpod-pools: check:", err)
 		return 1
 	}
-	deps, err := cs.AppsV1().Deployments(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: pool.PoolSelector})
+	deps, err := cs.AppsV1().Deployments(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: poolapi.PoolSelector})
 	if err != nil {
 		fmt.Fprintf(stderr, "warmpod-pools: check: list the pools of namespace %s: %v\n", cl.Namespace, err)
 		return 1
@@ -78,15 +78,15 @@ func checkCluster(ctx context.Context, o options, stdout, stderr io.Writer) int 
 	bad := false
 	for _, d := range deps.Items {
 		name := "deployment/" + d.Name
-		text, has := d.Annotations[sizing.Annotation]
+		text, has := d.Annotations[poolapi.AnnotationPolicy]
 		if !has {
-			fmt.Fprintf(stdout, "%s: no %s (the controller leaves its size alone)\n", name, sizing.Annotation)
+			fmt.Fprintf(stdout, "%s: no %s (the controller leaves its size alone)\n", name, poolapi.AnnotationPolicy)
 			continue
 		}
 		bad = report(stdout, name, text) || bad
 	}
 	if len(deps.Items) == 0 {
-		fmt.Fprintf(stdout, "namespace %s has no pools (Deployments labelled %s)\n", cl.Namespace, pool.PoolSelector)
+		fmt.Fprintf(stdout, "namespace %s has no pools (Deployments labelled %s)\n", cl.Namespace, poolapi.PoolSelector)
 	}
 	if bad {
 		return exitBadPolicy

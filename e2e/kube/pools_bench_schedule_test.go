@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -184,7 +185,7 @@ func pbApplySchedule(ctx context.Context, t *testing.T, cs kubernetes.Interface,
 			case <-time.After(time.Until(t0.Add(c.at))):
 			}
 			late[i] = time.Since(t0.Add(c.at))
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, sizing.Annotation, c.text)
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, poolapi.AnnotationPolicy, c.text)
 			if _, err := cs.AppsV1().Deployments(ns).Patch(ctx, c.pool, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 				t.Errorf("the policy of %s at replay %s: %v", c.pool, c.at, err)
 			}

@@ -62,8 +62,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/pools"
-	"github.com/warmpod/warmpod/sizing"
 )
 
 // pbWarmWait is the drivers' default --warm-wait (warmpod-gitlab and
@@ -303,10 +303,10 @@ func pbPoolDeployment(t *testing.T, name string, replicas int32, policy string) 
 	require.NoError(t, yaml.Unmarshal(raw, &d))
 	d.Name = name
 	d.Spec.Replicas = &replicas
-	d.Spec.Selector.MatchLabels[pool.LabelPool] = name
-	d.Spec.Template.Labels[pool.LabelPool] = name
+	d.Spec.Selector.MatchLabels[poolapi.LabelPool] = name
+	d.Spec.Template.Labels[poolapi.LabelPool] = name
 	if policy != "" {
-		d.Annotations = map[string]string{sizing.Annotation: policy}
+		d.Annotations = map[string]string{poolapi.AnnotationPolicy: policy}
 	}
 	spec := &d.Spec.Template.Spec
 	drop := map[string]bool{"gitlab-helper": true, "cache": true}
@@ -367,7 +367,7 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace) *pbRun {
 		ready := map[string]int{}
 		for _, pd := range poolPods(t, ns) {
 			if pd.ready() {
-				ready[pd.Metadata.Labels[pool.LabelPool]]++
+				ready[pd.Metadata.Labels[poolapi.LabelPool]]++
 			}
 		}
 		for _, name := range tr.pools() {
@@ -422,7 +422,7 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace) *pbRun {
 			d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
 			require.NoError(t, err)
 			var st pools.Status
-			_ = json.Unmarshal([]byte(d.Annotations[pools.AnnotationStatus]), &st)
+			_ = json.Unmarshal([]byte(d.Annotations[poolapi.AnnotationSizing]), &st)
 			run.statuses[name] = st
 		}
 	}
@@ -499,9 +499,9 @@ func pbClaimPath(ctx context.Context, rc *rest.Config, ns string, j pbJob, t0 ti
 	if pod != nil {
 		r.warm = true
 	} else {
-		why := pool.Cold{Reason: pool.ColdNoIdle, Waited: time.Since(began)}
+		why := pool.Cold{Reason: poolapi.ColdNoIdle, Waited: time.Since(began)}
 		if p.Pending {
-			why.Reason = pool.ColdPending
+			why.Reason = poolapi.ColdPending
 		}
 		coldAt := time.Now()
 		cold, err := k.CreateCold(ctx, *p, owner, why, pbReadyTimeout)
@@ -635,7 +635,7 @@ func (m *pbMeter) observe(o any, deleted bool) {
 		o = d.Obj
 	}
 	p, ok := o.(*corev1.Pod)
-	if !ok || p.Labels[pool.LabelPool] == "" {
+	if !ok || p.Labels[poolapi.LabelPool] == "" {
 		return
 	}
 	now := time.Now()
@@ -643,11 +643,11 @@ func (m *pbMeter) observe(o any, deleted bool) {
 	defer m.mu.Unlock()
 	m.advance(now)
 	prev, known := m.state[p.UID]
-	st := pbPodState{pool: p.Labels[pool.LabelPool], readySeen: prev.readySeen, inside: prev.inside}
+	st := pbPodState{pool: p.Labels[poolapi.LabelPool], readySeen: prev.readySeen, inside: prev.inside}
 	terminal := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	if !deleted && p.DeletionTimestamp == nil && !terminal {
 		st.live = true
-		idle := p.Labels[pool.LabelState] == pool.StateIdle
+		idle := p.Labels[poolapi.LabelState] == poolapi.StateIdle
 		st.idle = idle && pool.PodReady(p)
 		st.starting = idle && !pool.PodReady(p)
 	}

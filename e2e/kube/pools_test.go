@@ -25,8 +25,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/pools"
-	"github.com/warmpod/warmpod/sizing"
 )
 
 // controllerManifests writes deploy/pools-controller.yaml as kube-e2e runs
@@ -116,7 +116,7 @@ func (g *busyGuard) check(p *corev1.Pod, deleted bool) {
 		g.breaches = append(g.breaches, p.Name+" deleted while its job ran")
 	case p.DeletionTimestamp != nil:
 		g.breaches = append(g.breaches, p.Name+" terminating while its job ran")
-	case p.Annotations[pool.AnnotationRetiring] != "":
+	case p.Annotations[poolapi.AnnotationRetiring] != "":
 		g.breaches = append(g.breaches, p.Name+" marked retiring while its job ran")
 	}
 }
@@ -179,7 +179,7 @@ func TestPoolControllerSizesAndSurvivesItsLeader(t *testing.T) {
 		require.NoError(t, err, "%s", out)
 	}
 	policy := "- idle_count: 1\n  idle_time: 40s\n  max: 6\n"
-	out, err := exec.Command(kubectl, "annotate", "-n", ns, "deployment/busybox", sizing.Annotation+"="+policy).CombinedOutput()
+	out, err := exec.Command(kubectl, "annotate", "-n", ns, "deployment/busybox", poolapi.AnnotationPolicy+"="+policy).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	guard := watchBusy(t, cl.CS, ns)
 
@@ -196,7 +196,7 @@ func TestPoolControllerSizesAndSurvivesItsLeader(t *testing.T) {
 		return func() (bool, string) {
 			idle := 0
 			for _, p := range poolPods(t, ns) {
-				if p.Metadata.Labels[pool.LabelState] == pool.StateIdle && p.Metadata.DeletionTimestamp == nil && p.ready() {
+				if p.Metadata.Labels[poolapi.LabelState] == poolapi.StateIdle && p.Metadata.DeletionTimestamp == nil && p.ready() {
 					idle++
 				}
 			}
@@ -221,7 +221,7 @@ func TestPoolControllerSizesAndSurvivesItsLeader(t *testing.T) {
 				pod, err := cl.ClaimWarm(ctx, p, owner, 0, nil)
 				assert.NoError(t, err)
 				if pod == nil {
-					got, err := cl.CreateCold(ctx, p, owner, pool.Cold{Reason: pool.ColdNoIdle, Waited: time.Since(began)}, 3*time.Minute)
+					got, err := cl.CreateCold(ctx, p, owner, pool.Cold{Reason: poolapi.ColdNoIdle, Waited: time.Since(began)}, 3*time.Minute)
 					if !assert.NoError(t, err) {
 						return
 					}
@@ -292,7 +292,7 @@ func TestPoolControllerSizesAndSurvivesItsLeader(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		st := d.Annotations[pools.AnnotationStatus]
+		st := d.Annotations[poolapi.AnnotationSizing]
 		return *d.Spec.Replicas == 1 && strings.Contains(st, `"reason":"idle_time"`), fmt.Sprintf("replicas %d status %s", *d.Spec.Replicas, st)
 	})
 	waitFor(t, 2*time.Minute, "one idle pod left", idleIs(1))
@@ -320,7 +320,7 @@ func TestPoolControllerSizesAndSurvivesItsLeader(t *testing.T) {
 	})
 
 	// A policy that does not parse: an Event naming the field, size kept.
-	out, err = exec.Command(kubectl, "annotate", "--overwrite", "-n", ns, "deployment/busybox", sizing.Annotation+"=- idle_count: 9\n  max: 2\n").CombinedOutput()
+	out, err = exec.Command(kubectl, "annotate", "--overwrite", "-n", ns, "deployment/busybox", poolapi.AnnotationPolicy+"=- idle_count: 9\n  max: 2\n").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	waitFor(t, 60*time.Second, "an InvalidPolicy Event", func() (bool, string) {
 		for _, e := range podEvents(t, ns, "busybox") {

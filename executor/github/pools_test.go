@@ -21,6 +21,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // The pool Deployment "job" of the tests, as the API server holds it:
@@ -33,13 +34,13 @@ const (
 )
 
 func jobDeployment() *appsv1.Deployment {
-	l := map[string]string{pool.LabelPool: "job", pool.LabelState: pool.StateIdle}
+	l := map[string]string{poolapi.LabelPool: "job", poolapi.LabelState: poolapi.StateIdle}
 	env := []corev1.EnvVar{{Name: "WARMPOD_CONFIG_HASH", ValueFrom: &corev1.EnvVarSource{
-		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + pool.LabelTemplateHash + "']"}}}}
+		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + poolapi.LabelTemplateHash + "']"}}}}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "job", Namespace: "ci", UID: types.UID("uid-job"),
 			Labels:      map[string]string{"app.kubernetes.io/name": "warmpod", "app.kubernetes.io/component": "pool"},
-			Annotations: map[string]string{pool.AnnotationAlpine: "false"}},
+			Annotations: map[string]string{poolapi.AnnotationAlpine: "false"}},
 		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: l},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "job", Image: jobImage, Command: []string{"/warmpod/warmpod"}, Env: env}}}}},
@@ -50,7 +51,7 @@ func jobDeployment() *appsv1.Deployment {
 // labelled with the ReplicaSet's hash.
 func templateAt(d *appsv1.Deployment, image, hash string) corev1.PodTemplateSpec {
 	t := d.Spec.Template.DeepCopy()
-	t.Labels[pool.LabelTemplateHash] = hash
+	t.Labels[poolapi.LabelTemplateHash] = hash
 	t.Spec.Containers[0].Image = image
 	return *t
 }
@@ -81,7 +82,7 @@ func clusterPools(current bool) *pool.Cluster {
 	d := jobDeployment()
 	broken := jobDeployment()
 	broken.Name, broken.UID = "broken", "uid-broken"
-	broken.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{pool.LabelPool: "job"}}
+	broken.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{poolapi.LabelPool: "job"}}
 	objs := []runtime.Object{d, broken, replicaSetOf(d, "localhost/hooks/job:v0", oldHash), replicaSetOf(d, jobImage, curHash),
 		readyPod(d, "old-pod", "localhost/hooks/job:v0", oldHash)}
 	if current {
@@ -95,7 +96,7 @@ func podState(t *testing.T, k *pool.Cluster, name string) string {
 	t.Helper()
 	p, err := k.CS.CoreV1().Pods("ci").Get(context.Background(), name, metav1.GetOptions{})
 	require.NoError(t, err)
-	return p.Labels[pool.LabelState]
+	return p.Labels[poolapi.LabelState]
 }
 
 // Without --pools, prepare_job reads the pool Deployments once and claims
@@ -126,15 +127,15 @@ func TestPrepareJobReadsThePoolsFromTheCluster(t *testing.T) {
 			assert.Equal(t, 1, f.poolReads, "one read of the pools per prepare_job")
 			assert.Equal(t, tc.wantPod, resp.State.Pod.Name)
 			assert.Equal(t, tc.wantWarm, resp.State.Pod.Warm)
-			assert.Equal(t, pool.StateIdle, podState(t, k, "old-pod"), "the pod of the template before the edit is left alone")
+			assert.Equal(t, poolapi.StateIdle, podState(t, k, "old-pod"), "the pod of the template before the edit is left alone")
 			if tc.wantWarm {
-				assert.Equal(t, pool.StateClaimed, podState(t, k, "new-pod"))
+				assert.Equal(t, poolapi.StateClaimed, podState(t, k, "new-pod"))
 				assert.Equal(t, curHash, resp.State.Pod.Hash, "the job's config hash is the current ReplicaSet's: warmpod compares it with its pod-template-hash")
 				assert.Empty(t, f.colds)
 			} else {
 				require.Len(t, f.colds, 1)
 				assert.Equal(t, jobImage, f.colds[0].Template.Spec.Containers[0].Image, "the live template")
-				assert.Equal(t, curHash, f.colds[0].Template.Labels[pool.LabelTemplateHash], "the label the cold pod's warmpod reads")
+				assert.Equal(t, curHash, f.colds[0].Template.Labels[poolapi.LabelTemplateHash], "the label the cold pod's warmpod reads")
 			}
 			require.Len(t, f.starts, 1)
 			assert.Equal(t, resp.State.Pod.Hash, f.starts[0].ConfigHash)
@@ -190,8 +191,8 @@ func TestWhichCommandsReadThePools(t *testing.T) {
 				// The file's pool hashes its own template: no pod of
 				// the cluster's carries that, so only a read from the
 				// cluster claims one.
-				assert.Equal(t, map[bool]string{true: pool.StateIdle, false: pool.StateClaimed}[tc.file], podState(t, k, "new-pod"))
-				assert.Equal(t, pool.StateIdle, podState(t, k, "old-pod"))
+				assert.Equal(t, map[bool]string{true: poolapi.StateIdle, false: poolapi.StateClaimed}[tc.file], podState(t, k, "new-pod"))
+				assert.Equal(t, poolapi.StateIdle, podState(t, k, "old-pod"))
 			}
 		})
 	}

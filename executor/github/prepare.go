@@ -16,6 +16,7 @@ import (
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // posixName is the rule warmpod's job start applies to variable names.
@@ -58,7 +59,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 		fmt.Fprintf(h.Stderr, "::warning::warmpod: service names %q are not DNS names: the job's steps cannot reach the services by them\n", dropped)
 	}
 	if warm && p.Stale() {
-		fmt.Fprintf(h.Stderr, "::warning::warmpod: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the hook read the pools from the cluster (no --pools; WARMPOD_CONFIG_HASH from pod-template-hash, deploy/github-pool.yaml)\n", pool.LabelConfig, p.FileHash, p.Hash)
+		fmt.Fprintf(h.Stderr, "::warning::warmpod: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the hook read the pools from the cluster (no --pools; WARMPOD_CONFIG_HASH from pod-template-hash, deploy/github-pool.yaml)\n", poolapi.LabelConfig, p.FileHash, p.Hash)
 	}
 	if _, own := set.ForImage(c.Image); own && !warm {
 		fmt.Fprintf(debugWriter{h.Stdout}, "warmpod: the pool of image %s runs other services than the job's: a cold pod with the job's services\n", c.Image)
@@ -92,7 +93,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	// The annotation speaks for the pool's own image only, not for a cold
 	// pod of another image made from its template.
 	if _, own := set.ForImage(c.Image); own {
-		if v, ok := p.Template.Annotations[pool.AnnotationAlpine]; ok {
+		if v, ok := p.Template.Annotations[poolapi.AnnotationAlpine]; ok {
 			alpine = v == "true"
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Cluster is what the driver needs of Kubernetes: the executor core's,
@@ -254,7 +255,7 @@ func (d *Driver) Prepare(ctx context.Context) error {
 		return &SystemError{Err: err}
 	}
 	if warm && p.Stale() {
-		fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the driver read the pools from the cluster\n", pool.LabelConfig, p.FileHash, p.Hash)
+		fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the driver read the pools from the cluster\n", poolapi.LabelConfig, p.FileHash, p.Hash)
 	}
 	vars, err := stagingVariables(d.Env, d.Cfg.BuildsDir)
 	if err != nil {

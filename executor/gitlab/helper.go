@@ -11,14 +11,8 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
-
-// AnnotationRunnerHelper, "true" or "false" on a pool's pod template,
-// says whether its build container has GitLab Runner's helper binary on
-// PATH as `gitlab-runner` (the artifact and cache stages call it). It
-// wins over what the driver reads from the template ([HasRunnerHelper]):
-// set it to "true" for an image that has gitlab-runner built in.
-const AnnotationRunnerHelper = "warmpod.dev/gitlab-runner-helper"
 
 // jobPayload is what the driver reads of the job payload the runner
 // writes to $JOB_RESPONSE_FILE (GitLab Runner's common/spec.Job, the
@@ -86,14 +80,14 @@ func HelperNeeds(e Env) ([]string, error) {
 
 // HasRunnerHelper tells whether pods of p have GitLab Runner's helper
 // binary, and how the driver knows: the template's
-// [AnnotationRunnerHelper] when set, else an init container that copies
+// [poolapi.AnnotationRunnerHelper] when set, else an init container that copies
 // it in (its image or command names gitlab-runner-helper, as
 // deploy/pool.yaml's install-gitlab-runner-helper does), else a build
 // image that is GitLab Runner's own (gitlab-runner, gitlab-runner-helper).
 func HasRunnerHelper(p pool.Pool) (bool, string) {
-	switch v := p.Template.Annotations[AnnotationRunnerHelper]; v {
+	switch v := p.Template.Annotations[poolapi.AnnotationRunnerHelper]; v {
 	case "true", "false":
-		return v == "true", fmt.Sprintf("its template's annotation %s is %q", AnnotationRunnerHelper, v)
+		return v == "true", fmt.Sprintf("its template's annotation %s is %q", poolapi.AnnotationRunnerHelper, v)
 	}
 	for _, c := range p.Template.Spec.InitContainers {
 		if imageIs(c.Image, "gitlab-runner-helper") || mentions(c, "gitlab-runner-helper") {
@@ -103,7 +97,7 @@ func HasRunnerHelper(p pool.Pool) (bool, string) {
 	if c := p.BuildContainer(&p.Template); c != nil && (imageIs(c.Image, "gitlab-runner") || imageIs(c.Image, "gitlab-runner-helper")) {
 		return true, "its build image is GitLab Runner's"
 	}
-	return false, fmt.Sprintf("no init container of its template copies gitlab-runner-helper in, and it has no %s annotation", AnnotationRunnerHelper)
+	return false, fmt.Sprintf("no init container of its template copies gitlab-runner-helper in, and it has no %s annotation", poolapi.AnnotationRunnerHelper)
 }
 
 // imageIs tells whether image's repository (without registry path, tag
@@ -141,7 +135,7 @@ func checkHelper(e Env, p pool.Pool) error {
 		return nil
 	}
 	return fmt.Errorf("the job has %s, which GitLab Runner's helper binary (gitlab-runner on the build container's PATH) handles, but pool %s's pods have none (%s): add deploy/pool.yaml's install-gitlab-runner-helper init container to the pool, or annotate its template %s: \"true\" if its image has gitlab-runner on PATH",
-		strings.Join(needs, " and "), p.Name, why, AnnotationRunnerHelper)
+		strings.Join(needs, " and "), p.Name, why, poolapi.AnnotationRunnerHelper)
 }
 
 // stagingVariables are the job variables the driver adds for the helper's

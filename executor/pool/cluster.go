@@ -9,25 +9,17 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/warmpod/warmpod/poolapi"
 )
 
-// PoolSelector selects the Deployments that are warmpod pools: the
-// labels every shipped pool manifest puts on its Deployment (not on its
-// pods, which are "ci-helper").
-const PoolSelector = "app.kubernetes.io/name=warmpod,app.kubernetes.io/component=pool"
-
-// AnnotationDefault, "true" on one pool Deployment read from the cluster,
-// makes it the default pool: its template makes the cold pods of images
-// that have no pool. Without it the default is the first pool by name.
-const AnnotationDefault = "warmpod.dev/default-pool"
-
 // Pools reads the pools of the namespace from the cluster: the
-// Deployments labelled [PoolSelector], with their live templates. A pool
-// whose warmpod reads LabelTemplateHash gets the pod-template-hash of the
+// Deployments labelled [poolapi.PoolSelector], with their live templates. A pool
+// whose warmpod reads poolapi.LabelTemplateHash gets the pod-template-hash of the
 // Deployment's current ReplicaSet as its Hash, so only pods made from the
 // live template are claimed, with no hash written by hand; until the
 // controller has made that ReplicaSet (a rollout that has just begun) the
-// pool is Pending. A pool whose warmpod reads LabelConfig is Pending too
+// pool is Pending. A pool whose warmpod reads poolapi.LabelConfig is Pending too
 // (with a warning): no hash computed here can tell its pods apart. A
 // Deployment that is not a usable pool is left out and
 // named in Set.Warnings, so one bad Deployment does not stop every job.
@@ -36,7 +28,7 @@ const AnnotationDefault = "warmpod.dev/default-pool"
 func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 	// The ReplicaSets are listed beside the Deployments, not after them:
 	// a prepare waits for one round trip, not two. Their answer (or
-	// error) is used only when a pool reads LabelTemplateHash.
+	// error) is used only when a pool reads poolapi.LabelTemplateHash.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type rsList struct {
@@ -46,20 +38,20 @@ func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 	rsc := make(chan rsList, 1)
 	go func() {
 		// One list for all pools: a pool's ReplicaSets carry its
-		// template's labels, LabelPool among them.
+		// template's labels, poolapi.LabelPool among them.
 		l, err := k.CS.AppsV1().ReplicaSets(k.Namespace).List(ctx, metav1.ListOptions{
-			LabelSelector: labels.Set{LabelState: StateIdle}.String()})
+			LabelSelector: labels.Set{poolapi.LabelState: poolapi.StateIdle}.String()})
 		rsc <- rsList{l, err}
 	}()
-	deps, err := k.CS.AppsV1().Deployments(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: PoolSelector})
+	deps, err := k.CS.AppsV1().Deployments(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: poolapi.PoolSelector})
 	if err != nil {
-		return nil, fmt.Errorf("list pool Deployments (%s): %w", PoolSelector, err)
+		return nil, fmt.Errorf("list pool Deployments (%s): %w", poolapi.PoolSelector, err)
 	}
 	var rsets *appsv1.ReplicaSetList
 	set := &Set{}
 	items := deps.Items
 	sort.SliceStable(items, func(i, j int) bool {
-		di, dj := items[i].Annotations[AnnotationDefault] == "true", items[j].Annotations[AnnotationDefault] == "true"
+		di, dj := items[i].Annotations[poolapi.AnnotationDefaultPool] == "true", items[j].Annotations[poolapi.AnnotationDefaultPool] == "true"
 		if di != dj {
 			return di
 		}
@@ -72,15 +64,15 @@ func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 			set.Warnings = append(set.Warnings, err.Error())
 			continue
 		}
-		if p.HashLabel == LabelConfig {
+		if p.HashLabel == poolapi.LabelConfig {
 			// A hash computed from the live template (with the API
 			// server's defaults filled in) never equals one computed from
 			// a file, and a label pasted by hand may name an older
 			// template too: no pod of this pool is safe to claim.
 			p.Pending = true
-			set.Warnings = append(set.Warnings, fmt.Sprintf("Deployment %q: its warmpod reads %s (or no WARMPOD_CONFIG_HASH): a pool read from the cluster tells today's pods by %s; set WARMPOD_CONFIG_HASH from metadata.labels['%s'] (deploy/pool.yaml). Its jobs get cold pods until then", d.Name, LabelConfig, LabelTemplateHash, LabelTemplateHash))
+			set.Warnings = append(set.Warnings, fmt.Sprintf("Deployment %q: its warmpod reads %s (or no WARMPOD_CONFIG_HASH): a pool read from the cluster tells today's pods by %s; set WARMPOD_CONFIG_HASH from metadata.labels['%s'] (deploy/pool.yaml). Its jobs get cold pods until then", d.Name, poolapi.LabelConfig, poolapi.LabelTemplateHash, poolapi.LabelTemplateHash))
 		}
-		if p.HashLabel == LabelTemplateHash {
+		if p.HashLabel == poolapi.LabelTemplateHash {
 			if rsets == nil {
 				r := <-rsc
 				if r.err != nil {
@@ -90,7 +82,7 @@ func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 			}
 			if h := currentHash(d, rsets.Items); h != "" {
 				p.Hash = h
-				p.Template.Labels[LabelTemplateHash] = h
+				p.Template.Labels[poolapi.LabelTemplateHash] = h
 			} else {
 				// Nothing is claimable; a cold pod of the live template
 				// gets its own hash.
@@ -101,7 +93,7 @@ func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 		set.Pools = append(set.Pools, p)
 	}
 	if len(set.Pools) == 0 {
-		return nil, fmt.Errorf("%w: no usable pool Deployment (labelled %s) in namespace %s %v", ErrManifest, PoolSelector, k.Namespace, set.Warnings)
+		return nil, fmt.Errorf("%w: no usable pool Deployment (labelled %s) in namespace %s %v", ErrManifest, poolapi.PoolSelector, k.Namespace, set.Warnings)
 	}
 	return set, nil
 }
@@ -119,13 +111,13 @@ func currentHash(d *appsv1.Deployment, rsets []appsv1.ReplicaSet) string {
 		for _, o := range rs.OwnerReferences {
 			owned = owned || o.UID == d.UID && o.Controller != nil && *o.Controller
 		}
-		if !owned || rs.Labels[LabelTemplateHash] == "" {
+		if !owned || rs.Labels[poolapi.LabelTemplateHash] == "" {
 			continue
 		}
 		t := rs.Spec.Template.DeepCopy()
-		delete(t.Labels, LabelTemplateHash)
+		delete(t.Labels, poolapi.LabelTemplateHash)
 		if apiequality.Semantic.DeepEqual(*t, d.Spec.Template) {
-			return rs.Labels[LabelTemplateHash]
+			return rs.Labels[poolapi.LabelTemplateHash]
 		}
 	}
 	return ""

@@ -19,13 +19,15 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // liveDeployment is a pool Deployment as the API server holds it, whose
 // warmpod reads hashLabel and runs image tag tag.
 func liveDeployment(name, hashLabel string, tag string) *appsv1.Deployment {
-	sel := map[string]string{LabelPool: name, LabelState: StateIdle}
-	labels := map[string]string{LabelPool: name, LabelState: StateIdle}
+	sel := map[string]string{poolapi.LabelPool: name, poolapi.LabelState: poolapi.StateIdle}
+	labels := map[string]string{poolapi.LabelPool: name, poolapi.LabelState: poolapi.StateIdle}
 	env := []corev1.EnvVar{{Name: "WARMPOD_CONFIG_HASH", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['" + hashLabel + "']"}}}}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ci", UID: types.UID("uid-" + name),
@@ -42,7 +44,7 @@ func liveDeployment(name, hashLabel string, tag string) *appsv1.Deployment {
 func replicaSet(d *appsv1.Deployment, tag, hash string) *appsv1.ReplicaSet {
 	yes := true
 	t := d.Spec.Template.DeepCopy()
-	t.Labels[LabelTemplateHash] = hash
+	t.Labels[poolapi.LabelTemplateHash] = hash
 	t.Spec.Containers[0].Image = d.Name + ":" + tag
 	return &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-" + hash, Namespace: "ci", Labels: t.Labels,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: &yes}}},
@@ -50,17 +52,17 @@ func replicaSet(d *appsv1.Deployment, tag, hash string) *appsv1.ReplicaSet {
 }
 
 func TestPoolsFromTheCluster(t *testing.T) {
-	cur := liveDeployment("busybox", LabelTemplateHash, "2")
+	cur := liveDeployment("busybox", poolapi.LabelTemplateHash, "2")
 	// Edited to tag 3 but paused, or not yet seen by the controller: it
 	// has no ReplicaSet of tag 3.
-	rolling := liveDeployment("alpine", LabelTemplateHash, "3")
-	rolling.Annotations[AnnotationDefault] = "true"
+	rolling := liveDeployment("alpine", poolapi.LabelTemplateHash, "3")
+	rolling.Annotations[poolapi.AnnotationDefaultPool] = "true"
 	rolling.Spec.Paused = true
-	byHand := liveDeployment("golang", LabelConfig, "1")
-	byHand.Spec.Template.Labels[LabelConfig] = "pasted"
-	broken := liveDeployment("broken", LabelTemplateHash, "1")
-	broken.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{LabelPool: "broken"}}
-	other := liveDeployment("not-a-pool", LabelTemplateHash, "1")
+	byHand := liveDeployment("golang", poolapi.LabelConfig, "1")
+	byHand.Spec.Template.Labels[poolapi.LabelConfig] = "pasted"
+	broken := liveDeployment("broken", poolapi.LabelTemplateHash, "1")
+	broken.Spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{poolapi.LabelPool: "broken"}}
+	other := liveDeployment("not-a-pool", poolapi.LabelTemplateHash, "1")
 	other.Labels = nil
 	k := &Cluster{Namespace: "ci", CS: fake.NewClientset(cur, rolling, byHand, broken, other,
 		replicaSet(cur, "1", "old111"), replicaSet(cur, "2", "new222"), replicaSet(rolling, "2", "alp222"), replicaSet(byHand, "1", "gol111"))}
@@ -79,15 +81,15 @@ func TestPoolsFromTheCluster(t *testing.T) {
 	alpine, busybox, golang := set.Pools[0], set.Pools[1], set.Pools[2]
 	assert.True(t, alpine.Pending, "no ReplicaSet of the live template (tag 3) yet: the old pods are never claimed")
 	assert.Equal(t, Hash(&alpine.Template), alpine.Hash, "a cold pod of a pending pool gets its template's own hash")
-	assert.Equal(t, alpine.Hash, alpine.Template.Labels[LabelTemplateHash])
+	assert.Equal(t, alpine.Hash, alpine.Template.Labels[poolapi.LabelTemplateHash])
 
 	assert.False(t, busybox.Pending)
 	assert.Equal(t, "new222", busybox.Hash, "the current ReplicaSet's hash, not the old one's")
-	assert.Equal(t, LabelTemplateHash, busybox.HashLabel)
-	assert.Equal(t, "new222", busybox.Template.Labels[LabelTemplateHash], "a cold pod of the live template carries the hash warmpod compares")
+	assert.Equal(t, poolapi.LabelTemplateHash, busybox.HashLabel)
+	assert.Equal(t, "new222", busybox.Template.Labels[poolapi.LabelTemplateHash], "a cold pod of the live template carries the hash warmpod compares")
 	assert.False(t, busybox.Stale())
 
-	assert.Equal(t, LabelConfig, golang.HashLabel)
+	assert.Equal(t, poolapi.LabelConfig, golang.HashLabel)
 	assert.True(t, golang.Pending, "a hand-pasted hash cannot tell a live pool's pods apart")
 	assert.False(t, golang.Stale(), "the warning says what to do instead")
 
@@ -104,7 +106,7 @@ func TestPoolsFromAnEmptyNamespace(t *testing.T) {
 }
 
 func TestAFileCannotUseTheTemplateHash(t *testing.T) {
-	d := liveDeployment("busybox", LabelTemplateHash, "1")
+	d := liveDeployment("busybox", poolapi.LabelTemplateHash, "1")
 	_, err := fromDeployment(d, false)
 	assert.ErrorIs(t, err, ErrManifest)
 	assert.Contains(t, err.Error(), "only the cluster knows")
@@ -252,7 +254,7 @@ func (d gatedDeployments) List(ctx context.Context, o metav1.ListOptions) (*apps
 // for one round trip, not two), with the same answer.
 func TestPoolsListsBothAtOnce(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	cur := liveDeployment("busybox", LabelTemplateHash, "2")
+	cur := liveDeployment("busybox", poolapi.LabelTemplateHash, "2")
 	cs := fake.NewClientset(cur, replicaSet(cur, "2", "new222"))
 	k := &Cluster{Namespace: "ci", CS: gatedClientset{Interface: cs, rsListed: make(chan struct{})}}
 	set, err := k.Pools(context.Background())

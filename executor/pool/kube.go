@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
+
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Pod is a pod the driver holds for one job (the state file between the
@@ -34,7 +36,7 @@ type Pod struct {
 	// UID is the precondition of every delete: a newer pod that reuses
 	// the name is never touched.
 	UID string `json:"uid"`
-	// Pool is the pool's name (LabelPool).
+	// Pool is the pool's name (poolapi.LabelPool).
 	Pool string `json:"pool"`
 	// Container runs warmpod; execs go there.
 	Container string `json:"container"`
@@ -84,8 +86,8 @@ var ErrNotReady = errors.New("pod not ready")
 // claimable it lists again every 100 ms until wait has passed. It returns
 // nil when no pod could be claimed within wait (wait 0: one pass). Errors
 // are the API server's, other than conflicts and pods gone meanwhile. A pod
-// the pool controller marked AnnotationRetiring is never claimed; the claim
-// records AnnotationClaimedAt and AnnotationClaimWait for it.
+// the pool controller marked poolapi.AnnotationRetiring is never claimed; the claim
+// records poolapi.AnnotationClaimedAt and poolapi.AnnotationClaimWait for it.
 //
 // fit, when set, is the cpu and memory the job's pod must have: each pod
 // is resized in place (pods/resize, the pod's resourceVersion as the
@@ -115,7 +117,7 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.
 	}
 	began := time.Now()
 	deadline := began.Add(wait)
-	sel := labels.Set{LabelPool: p.Name, LabelState: StateIdle, p.hashKey(): p.Hash}.String()
+	sel := labels.Set{poolapi.LabelPool: p.Name, poolapi.LabelState: poolapi.StateIdle, p.hashKey(): p.Hash}.String()
 	for {
 		list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
@@ -123,7 +125,7 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.
 		}
 		var ready []corev1.Pod
 		for _, pod := range list.Items {
-			if PodReady(&pod) && pod.Annotations[AnnotationRetiring] == "" && (!resizedByClaimer(&pod) || p.hasOwnResources(&pod)) {
+			if PodReady(&pod) && pod.Annotations[poolapi.AnnotationRetiring] == "" && (!resizedByClaimer(&pod) || p.hasOwnResources(&pod)) {
 				ready = append(ready, pod)
 			}
 		}
@@ -246,10 +248,10 @@ func (k *Cluster) claimFit(ctx context.Context, listed *corev1.Pod, container st
 		case gerr != nil:
 			k.abandon(ctx, pod.Name, pod.UID)
 			return nil, nil, gerr
-		case cur.UID != pod.UID || cur.Labels[LabelState] != StateIdle:
+		case cur.UID != pod.UID || cur.Labels[poolapi.LabelState] != poolapi.StateIdle:
 			// Gone, or claimed: not this claimer's pod any more.
 			return nil, nil, err
-		case cur.DeletionTimestamp != nil || cur.Annotations[AnnotationRetiring] != "":
+		case cur.DeletionTimestamp != nil || cur.Annotations[poolapi.AnnotationRetiring] != "":
 			k.abandon(ctx, pod.Name, pod.UID)
 			return nil, nil, err
 		}
@@ -268,7 +270,7 @@ func (k *Cluster) abandon(ctx context.Context, name string, uid types.UID) {
 	defer cancel()
 	for range abandonTries {
 		cur, err := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || cur.UID != uid || cur.Labels[LabelState] != StateIdle || cur.DeletionTimestamp != nil || !resizedByClaimer(cur) {
+		if err != nil || cur.UID != uid || cur.Labels[poolapi.LabelState] != poolapi.StateIdle || cur.DeletionTimestamp != nil || !resizedByClaimer(cur) {
 			return
 		}
 		rv := cur.ResourceVersion
@@ -288,20 +290,32 @@ const (
 // claim patches pod's labels to claimed-for-owner, on the condition that
 // the pod is still at the resourceVersion we saw (a JSON merge patch that
 // carries metadata.resourceVersion is refused with 409 when it differs).
-// waited is how long the driver has looked so far (AnnotationClaimWait).
+// waited is how long the driver has looked so far (poolapi.AnnotationClaimWait).
 func (k *Cluster) claim(ctx context.Context, pod *corev1.Pod, owner Owner, waited time.Duration) (*corev1.Pod, error) {
 	l := owner.Labels()
-	l[LabelState] = StateClaimed
+	l[poolapi.LabelState] = poolapi.StateClaimed
 	patch := map[string]any{"metadata": map[string]any{
 		"resourceVersion": pod.ResourceVersion,
 		"labels":          l,
 		"annotations": map[string]string{
-			AnnotationClaimedAt: time.Now().UTC().Format(time.RFC3339Nano),
-			AnnotationClaimWait: strconv.FormatInt(waited.Milliseconds(), 10),
+			poolapi.AnnotationClaimedAt: time.Now().UTC().Format(time.RFC3339Nano),
+			poolapi.AnnotationClaimWait: strconv.FormatInt(waited.Milliseconds(), 10),
 		},
 	}}
 	b, _ := json.Marshal(patch)
 	return k.CS.CoreV1().Pods(k.Namespace).Patch(ctx, pod.Name, types.MergePatchType, b, metav1.PatchOptions{})
+}
+
+// StateOf is what pod is to the drivers and the pool controller
+// ([poolapi.StateOf] on its metadata and status).
+func StateOf(pod *corev1.Pod) poolapi.PodState {
+	return poolapi.StateOf(poolapi.PodFacts{
+		Labels: pod.Labels, Annotations: pod.Annotations,
+		Terminating: pod.DeletionTimestamp != nil,
+		Finished:    pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
+		Scheduled:   pod.Spec.NodeName != "",
+		Ready:       PodReady(pod),
+	})
 }
 
 // PodReady tells whether the pod is Running, Ready and not being deleted.
@@ -328,7 +342,7 @@ func (k *Cluster) CreateCold(ctx context.Context, p Pool, owner Owner, why Cold,
 	pod.GenerateName = p.Name + "-cold-"
 	pod.Name = ""
 	pod.Namespace = k.Namespace
-	pod.Labels[LabelState] = StateClaimed
+	pod.Labels[poolapi.LabelState] = poolapi.StateClaimed
 	for k, v := range owner.Labels() {
 		pod.Labels[k] = v
 	}
@@ -460,7 +474,7 @@ func (k *Cluster) PodsOfJob(ctx context.Context, owner Owner) ([]Pod, error) {
 	}
 	var out []Pod
 	for _, p := range list.Items {
-		out = append(out, Pod{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), Pool: p.Labels[LabelPool], Sidecars: max(0, len(p.Spec.Containers)-1)})
+		out = append(out, Pod{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), Pool: p.Labels[poolapi.LabelPool], Sidecars: max(0, len(p.Spec.Containers)-1)})
 	}
 	return out, nil
 }

@@ -30,52 +30,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-)
 
-// Label keys of pool pods.
-const (
-	// LabelPool names the pool (the Deployment) a pod was made for.
-	LabelPool = "warmpod.dev/pool"
-	// LabelState is "idle" for a pod the ReplicaSet owns and a runner may
-	// claim, "claimed" once a runner has it.
-	LabelState = "warmpod.dev/state"
-	// LabelConfig is the pod template's hash ([Hash]) written into a
-	// manifest by hand (`warmpod-gitlab pool-hash`), for pools read from a
-	// file (--pools): a pod made from an older template is never claimed.
-	// warmpod reads its pod's hash label through the downward API
-	// (WARMPOD_CONFIG_HASH), so its own lease refuses a job of another
-	// configuration too (exit 75).
-	LabelConfig = "warmpod.dev/config"
-	// LabelTemplateHash is the label the Deployment controller puts on
-	// every pod of a ReplicaSet: the hash of the template it was made from.
-	// A pool read from the cluster whose WARMPOD_CONFIG_HASH reads it needs
-	// no hash by hand: the driver claims only pods of the Deployment's
-	// current ReplicaSet.
-	LabelTemplateHash = "pod-template-hash"
-	// LabelJob is the CI job a claimed or cold pod runs.
-	LabelJob = "warmpod.dev/job"
-	// LabelServer tells which GitLab instance the job is of (a hash of
-	// its URL): job ids are unique per instance only, and one runner can
-	// serve several.
-	LabelServer = "warmpod.dev/server"
-	// LabelRunner names the CI runner a claimed or cold pod works for
-	// (GitHub Actions: the runner pod's name): its clean-up deletes every
-	// pod labelled for it, also those of an earlier job it lost track of.
-	LabelRunner = "warmpod.dev/runner"
-	// AnnotationBin is the warmpod binary's path in the container, when
-	// the container's command[0] does not say (default: "warmpod" on PATH).
-	AnnotationBin = "warmpod.dev/bin"
-)
-
-// Label values of LabelState.
-const (
-	StateIdle    = "idle"
-	StateClaimed = "claimed"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Pool is one warm pool: a Deployment of the manifest.
 type Pool struct {
-	// Name is the Deployment's name and the pods' LabelPool value.
+	// Name is the Deployment's name and the pods' poolapi.LabelPool value.
 	Name string
 	// Image is the image of the container that runs warmpod: jobs whose
 	// image: is this one run on this pool.
@@ -85,15 +46,15 @@ type Pool struct {
 	// Bin is the warmpod binary's path in that container.
 	Bin string
 	// Hash is the configuration hash of the pods the driver may claim:
-	// their HashLabel value and the job's config_hash. For a LabelConfig
-	// pool it is [Hash] of the template; for a LabelTemplateHash pool the
+	// their HashLabel value and the job's config_hash. For a poolapi.LabelConfig
+	// pool it is [Hash] of the template; for a poolapi.LabelTemplateHash pool the
 	// current ReplicaSet's pod-template-hash.
 	Hash string
 	// HashLabel is the pod label that carries the hash: the one the
 	// warmpod container's WARMPOD_CONFIG_HASH reads through the downward
-	// API (LabelConfig when it reads none).
+	// API (poolapi.LabelConfig when it reads none).
 	HashLabel string
-	// FileHash is the LabelConfig value written in the template: when it
+	// FileHash is the poolapi.LabelConfig value written in the template: when it
 	// differs from Hash the manifest was edited without its new hash, and
 	// the pods applied from it are never claimed (see [Pool.Stale]).
 	FileHash string
@@ -173,40 +134,40 @@ func Parse(r io.Reader) (*Set, error) {
 }
 
 // fromDeployment reads the pool of a Deployment. live is false for a
-// manifest file: its pods can only be told apart by LabelConfig, since
+// manifest file: its pods can only be told apart by poolapi.LabelConfig, since
 // the pod-template-hash of a ReplicaSet is known only to the cluster.
 func fromDeployment(d *appsv1.Deployment, live bool) (Pool, error) {
 	t := d.Spec.Template
-	name := t.Labels[LabelPool]
-	if name == "" || t.Labels[LabelState] != StateIdle {
-		return Pool{}, fmt.Errorf("%w: Deployment %q: its pod template needs the labels %s=NAME and %s=%s", ErrManifest, d.Name, LabelPool, LabelState, StateIdle)
+	name := t.Labels[poolapi.LabelPool]
+	if name == "" || t.Labels[poolapi.LabelState] != poolapi.StateIdle {
+		return Pool{}, fmt.Errorf("%w: Deployment %q: its pod template needs the labels %s=NAME and %s=%s", ErrManifest, d.Name, poolapi.LabelPool, poolapi.LabelState, poolapi.StateIdle)
 	}
 	sel := d.Spec.Selector
-	if sel == nil || sel.MatchLabels[LabelPool] != name || sel.MatchLabels[LabelState] != StateIdle {
-		return Pool{}, fmt.Errorf("%w: Deployment %q: its selector must match %s=%s and %s=%s, so that a claimed pod leaves the ReplicaSet", ErrManifest, d.Name, LabelPool, name, LabelState, StateIdle)
+	if sel == nil || sel.MatchLabels[poolapi.LabelPool] != name || sel.MatchLabels[poolapi.LabelState] != poolapi.StateIdle {
+		return Pool{}, fmt.Errorf("%w: Deployment %q: its selector must match %s=%s and %s=%s, so that a claimed pod leaves the ReplicaSet", ErrManifest, d.Name, poolapi.LabelPool, name, poolapi.LabelState, poolapi.StateIdle)
 	}
 	c := warmpodContainer(&t.Spec)
 	if c == nil {
-		return Pool{}, fmt.Errorf("%w: Deployment %q: no container runs warmpod (command[0] named warmpod, or the %s annotation)", ErrManifest, d.Name, AnnotationBin)
+		return Pool{}, fmt.Errorf("%w: Deployment %q: no container runs warmpod (command[0] named warmpod, or the %s annotation)", ErrManifest, d.Name, poolapi.AnnotationBin)
 	}
 	p := Pool{Name: name, Image: c.Image, Container: c.Name, Bin: binOf(&t, c), Template: *t.DeepCopy(),
-		FileHash: t.Labels[LabelConfig], HashLabel: hashLabel(c)}
+		FileHash: t.Labels[poolapi.LabelConfig], HashLabel: hashLabel(c)}
 	switch p.HashLabel {
-	case LabelConfig:
+	case poolapi.LabelConfig:
 		p.rehash()
-	case LabelTemplateHash:
+	case poolapi.LabelTemplateHash:
 		if !live {
-			return Pool{}, fmt.Errorf("%w: Deployment %q: WARMPOD_CONFIG_HASH reads %s, which only the cluster knows: let the driver read the pools from the cluster (no --pools), or label the template with %s", ErrManifest, d.Name, LabelTemplateHash, LabelConfig)
+			return Pool{}, fmt.Errorf("%w: Deployment %q: WARMPOD_CONFIG_HASH reads %s, which only the cluster knows: let the driver read the pools from the cluster (no --pools), or label the template with %s", ErrManifest, d.Name, poolapi.LabelTemplateHash, poolapi.LabelConfig)
 		}
 		// The caller sets Hash from the current ReplicaSet.
 	default:
-		return Pool{}, fmt.Errorf("%w: Deployment %q: WARMPOD_CONFIG_HASH reads the label %q: want %s or %s", ErrManifest, d.Name, p.HashLabel, LabelTemplateHash, LabelConfig)
+		return Pool{}, fmt.Errorf("%w: Deployment %q: WARMPOD_CONFIG_HASH reads the label %q: want %s or %s", ErrManifest, d.Name, p.HashLabel, poolapi.LabelTemplateHash, poolapi.LabelConfig)
 	}
 	return p, nil
 }
 
 // hashLabel is the label c's WARMPOD_CONFIG_HASH reads through the
-// downward API (metadata.labels['KEY']), LabelConfig when it reads none:
+// downward API (metadata.labels['KEY']), poolapi.LabelConfig when it reads none:
 // the hash the driver sends must be the one warmpod compares it with.
 func hashLabel(c *corev1.Container) string {
 	for _, e := range c.Env {
@@ -219,7 +180,7 @@ func hashLabel(c *corev1.Container) string {
 		}
 		return f
 	}
-	return LabelConfig
+	return poolapi.LabelConfig
 }
 
 // rehash sets Hash to [Hash] of the template and writes it into the
@@ -232,18 +193,20 @@ func (p *Pool) rehash() {
 	p.Template.Labels[p.hashKey()] = p.Hash
 }
 
-// hashKey is HashLabel, LabelConfig when unset (a Pool built by hand).
+// hashKey is HashLabel, poolapi.LabelConfig when unset (a Pool built by hand).
 func (p Pool) hashKey() string {
 	if p.HashLabel == "" {
-		return LabelConfig
+		return poolapi.LabelConfig
 	}
 	return p.HashLabel
 }
 
-// Stale tells that the manifest's LabelConfig is not the hash of its
+// Stale tells that the manifest's poolapi.LabelConfig is not the hash of its
 // template (edited without `pool-hash`): pods applied from it are never
 // claimed warm, and the driver says so in the job's log.
-func (p Pool) Stale() bool { return p.hashKey() == LabelConfig && p.FileHash != p.Hash && !p.Pending }
+func (p Pool) Stale() bool {
+	return p.hashKey() == poolapi.LabelConfig && p.FileHash != p.Hash && !p.Pending
+}
 
 // Modified returns a copy of p whose template edit has changed, with the
 // hash recomputed: the template of a cold pod (another image, services,
@@ -281,7 +244,7 @@ func warmpodContainer(spec *corev1.PodSpec) *corev1.Container {
 }
 
 func binOf(t *corev1.PodTemplateSpec, c *corev1.Container) string {
-	if b := t.Annotations[AnnotationBin]; b != "" {
+	if b := t.Annotations[poolapi.AnnotationBin]; b != "" {
 		return b
 	}
 	if len(c.Command) > 0 && path.Base(c.Command[0]) == "warmpod" {
@@ -292,15 +255,15 @@ func binOf(t *corev1.PodTemplateSpec, c *corev1.Container) string {
 
 // Hash is the configuration hash of a pod template: the first 32 hex
 // digits of the SHA-256 of its JSON form without the hash labels
-// (LabelConfig, LabelTemplateHash)
+// (poolapi.LabelConfig, poolapi.LabelTemplateHash)
 // (encoding/json writes struct fields in order and map keys sorted, so
-// equal templates hash equally). Put it in the template as LabelConfig
+// equal templates hash equally). Put it in the template as poolapi.LabelConfig
 // (`warmpod-gitlab pool-hash FILE` prints it): the driver claims only pods
 // that carry the hash of the template it would use for a cold pod.
 func Hash(t *corev1.PodTemplateSpec) string {
 	c := t.DeepCopy()
-	delete(c.Labels, LabelConfig)
-	delete(c.Labels, LabelTemplateHash)
+	delete(c.Labels, poolapi.LabelConfig)
+	delete(c.Labels, poolapi.LabelTemplateHash)
 	if len(c.Labels) == 0 {
 		c.Labels = nil
 	}
@@ -347,18 +310,13 @@ type Owner struct {
 // (so an Owner with only Runner set selects every pod of that runner).
 func (o Owner) Labels() map[string]string {
 	l := map[string]string{}
-	for k, v := range map[string]string{LabelJob: o.Job, LabelServer: o.Server, LabelRunner: o.Runner} {
+	for k, v := range map[string]string{poolapi.LabelJob: o.Job, poolapi.LabelServer: o.Server, poolapi.LabelRunner: o.Runner} {
 		if v != "" {
 			l[k] = v
 		}
 	}
 	return l
 }
-
-// AnnotationAlpine, set to "true" or "false" on a pool's template, tells
-// a container hook whether the pool's image is Alpine (musl), so it can
-// answer the Actions runner (isAlpine) without looking into the pod.
-const AnnotationAlpine = "warmpod.dev/alpine"
 
 // Sidecars returns the images of p's containers other than the one that
 // runs warmpod, in template order: the services a job on p gets.

@@ -27,6 +27,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 const manifest = `
@@ -61,7 +63,7 @@ func TestParse(t *testing.T) {
 	assert.Equal(t, "build", p.Container)
 	assert.Equal(t, "/wp/warmpod", p.Bin)
 	assert.Len(t, p.Hash, 32)
-	assert.Equal(t, p.Hash, p.Template.Labels[LabelConfig], "the template carries the computed hash, not the file's")
+	assert.Equal(t, p.Hash, p.Template.Labels[poolapi.LabelConfig], "the template carries the computed hash, not the file's")
 
 	// The hash ignores the label's own value and changes with the template.
 	again, err := Parse(strings.NewReader(fmt.Sprintf(manifest, p.Hash)))
@@ -108,7 +110,7 @@ func TestDeployPoolsNeedNoHash(t *testing.T) {
 		f := tc.file
 		raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", f))
 		require.NoError(t, err)
-		assert.NotContains(t, string(raw), LabelConfig+":", f)
+		assert.NotContains(t, string(raw), poolapi.LabelConfig+":", f)
 		_, err = Parse(strings.NewReader(string(raw)))
 		assert.ErrorContains(t, err, "only the cluster knows", "%s: a file cannot tell its pods apart", f)
 		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(string(raw)), 64<<10)
@@ -126,7 +128,7 @@ func TestDeployPoolsNeedNoHash(t *testing.T) {
 			assert.Equal(t, "pool", d.Labels["app.kubernetes.io/component"], f)
 			p, err := fromDeployment(&d, true)
 			require.NoError(t, err, f)
-			assert.Equal(t, LabelTemplateHash, p.HashLabel, f)
+			assert.Equal(t, poolapi.LabelTemplateHash, p.HashLabel, f)
 			if tc.resize {
 				c := p.BuildContainer(&p.Template)
 				assert.Len(t, c.ResizePolicy, 2, "%s: cpu and memory resize in place", f)
@@ -149,7 +151,7 @@ func TestForImage(t *testing.T) {
 	assert.Equal(t, "golang:1.26", q.Template.Spec.Containers[1].Image)
 	assert.Equal(t, "busybox", q.Template.Spec.Containers[0].Image, "only warmpod's container changes")
 	assert.NotEqual(t, p.Hash, q.Hash)
-	assert.Equal(t, q.Hash, q.Template.Labels[LabelConfig])
+	assert.Equal(t, q.Hash, q.Template.Labels[poolapi.LabelConfig])
 	assert.Equal(t, "alpine:3.20", set.Pools[0].Template.Spec.Containers[1].Image, "the pool itself is unchanged")
 }
 
@@ -160,7 +162,7 @@ func readyPod(name, rv string, ready bool) *corev1.Pod {
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ci", ResourceVersion: rv, UID: types.UID("uid-" + name),
-			Labels: map[string]string{LabelPool: "alpine", LabelState: StateIdle, LabelConfig: "h"}},
+			Labels: map[string]string{poolapi.LabelPool: "alpine", poolapi.LabelState: poolapi.StateIdle, poolapi.LabelConfig: "h"}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}},
 	}
 }
@@ -304,7 +306,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 		assert.Equal(t, "100m", pod.Resizing.Before.Status.ContainerStatuses[0].Resources.Requests.Cpu().String(), "the status before the resize: what the cgroup held")
 		got, err := cs.CoreV1().Pods("ci").Get(ctx, "a", metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, StateClaimed, got.Labels[LabelState])
+		assert.Equal(t, poolapi.StateClaimed, got.Labels[poolapi.LabelState])
 		assert.Equal(t, want, got.Spec.Containers[0].Resources)
 	})
 
@@ -388,8 +390,8 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 				obj, err := cs.Tracker().Get(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "ci", "a")
 				require.NoError(t, err)
 				cur := obj.(*corev1.Pod).DeepCopy()
-				if cur.Annotations[AnnotationRetiring] == "" {
-					cur.Annotations = map[string]string{AnnotationRetiring: "true"}
+				if cur.Annotations[poolapi.AnnotationRetiring] == "" {
+					cur.Annotations = map[string]string{poolapi.AnnotationRetiring: "true"}
 					cur.ResourceVersion += "r"
 					require.NoError(t, cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, cur, "ci"))
 				}
@@ -422,7 +424,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 				assert.Nil(t, pod)
 				got, gerr := cs.CoreV1().Pods("ci").Get(ctx, "a", metav1.GetOptions{})
 				require.NoError(t, gerr)
-				assert.Equal(t, StateIdle, got.Labels[LabelState], "still idle, for a claim that needs no resize")
+				assert.Equal(t, poolapi.StateIdle, got.Labels[poolapi.LabelState], "still idle, for a claim that needs no resize")
 			})
 		}
 	})
@@ -439,7 +441,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 				for k, v := range (Owner{Job: "99"}).Labels() {
 					cur.Labels[k] = v
 				}
-				cur.Labels[LabelState] = StateClaimed
+				cur.Labels[poolapi.LabelState] = poolapi.StateClaimed
 				cur.ResourceVersion += "x"
 				require.NoError(t, cs.Tracker().Update(podsGVR, cur, "ci"))
 			}
@@ -569,7 +571,7 @@ func TestClaimWarmConcurrentFits(t *testing.T) {
 				assert.Equal(t, want, cpu, "pod %s", pod.Name)
 				continue
 			}
-			assert.Equal(t, StateIdle, pod.Labels[LabelState])
+			assert.Equal(t, poolapi.StateIdle, pod.Labels[poolapi.LabelState])
 			assert.Equal(t, "100m", cpu, "idle pod %s left resized", pod.Name)
 		}
 	}

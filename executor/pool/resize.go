@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Errors of an in-place resize ([Cluster.ClaimWarm], [Cluster.AwaitResize]).
@@ -134,7 +136,7 @@ func (k *Cluster) giveBack(ctx context.Context, p Pod) error {
 		if err != nil {
 			return err
 		}
-		if string(cur.UID) != p.UID || cur.Labels[LabelState] != StateClaimed || cur.DeletionTimestamp != nil {
+		if string(cur.UID) != p.UID || cur.Labels[poolapi.LabelState] != poolapi.StateClaimed || cur.DeletionTimestamp != nil {
 			return fmt.Errorf("pod %s is no longer this claim's", p.Name)
 		}
 		_, err = pods.Patch(ctx, p.Name, types.MergePatchType, unclaimPatch(cur.ResourceVersion), metav1.PatchOptions{})
@@ -175,8 +177,8 @@ func restoring(before, want corev1.ResourceRequirements) map[string]any {
 func unclaimPatch(rv string) []byte {
 	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": rv,
-		"labels":          map[string]any{LabelState: StateIdle, LabelJob: nil, LabelServer: nil, LabelRunner: nil},
-		"annotations":     map[string]any{AnnotationClaimedAt: nil, AnnotationClaimWait: nil},
+		"labels":          map[string]any{poolapi.LabelState: poolapi.StateIdle, poolapi.LabelJob: nil, poolapi.LabelServer: nil, poolapi.LabelRunner: nil},
+		"annotations":     map[string]any{poolapi.AnnotationClaimedAt: nil, poolapi.AnnotationClaimWait: nil},
 	}})
 	return b
 }

@@ -14,6 +14,8 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 func TestLimitsArgv(t *testing.T) {
@@ -191,15 +193,15 @@ func TestInfeasibleResizeGivesThePodBack(t *testing.T) {
 				got := trackedPod(t, cs, "a")
 				if tc.err != ErrResizeInfeasible {
 					assert.NotErrorIs(t, err, ErrGivenBack)
-					assert.Equal(t, StateClaimed, got.Labels[LabelState], "left to the caller")
+					assert.Equal(t, poolapi.StateClaimed, got.Labels[poolapi.LabelState], "left to the caller")
 					return
 				}
 				require.ErrorIs(t, err, ErrGivenBack)
 				res := got.Spec.Containers[0].Resources
 				assert.Equal(t, corev1.ResourceList{"cpu": q("100m")}, res.Requests, "the cpu it had")
 				assert.Empty(t, res.Limits, "the memory limit the resize added removed")
-				assert.Equal(t, map[string]string{LabelPool: "alpine", LabelState: StateIdle, LabelConfig: "h"}, got.Labels, "idle, no owner")
-				assert.Empty(t, got.Annotations[AnnotationClaimedAt])
+				assert.Equal(t, map[string]string{poolapi.LabelPool: "alpine", poolapi.LabelState: poolapi.StateIdle, poolapi.LabelConfig: "h"}, got.Labels, "idle, no owner")
+				assert.Empty(t, got.Annotations[poolapi.AnnotationClaimedAt])
 				assert.NotContains(t, verbs(cs), "delete a")
 				again, err := k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, nil)
 				require.NoError(t, err)
