@@ -35,7 +35,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 	// The controller runs FROM scratch, without /usr/share/zoneinfo: the
 	// embedded database makes a timezone valid or not the same everywhere.
 	_ "time/tzdata"

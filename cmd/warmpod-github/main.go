@@ -23,7 +23,6 @@ import (
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/internal/flagenv"
-	"github.com/warmpod/warmpod/internal/kubeclient"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -82,7 +81,7 @@ func run(args []string) int {
 	case fs.NArg() == 2 && fs.Arg(0) == "mux":
 		// A job's multiplexer, started by prepare_job (package mux).
 		return mux.Main(fs.Args()[1:], func() (executor.Cluster, error) {
-			return kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
+			return pool.Connect(*kubeconfig, *namespace, "warmpod-github/"+version)
 		})
 	case fs.NArg() != 0:
 		fmt.Fprintf(os.Stderr, "::error::warmpod-github: unknown command %q; with no command it is the runner's container hook (the command on stdin), or: install DIR, version, help\n", strings.Join(fs.Args(), " "))
@@ -109,7 +108,7 @@ func run(args []string) int {
 		close(cancel)
 	}()
 	connect := func() (github.Cluster, error) {
-		return kubeclient.New(*kubeconfig, *namespace, "warmpod-github/"+version)
+		return pool.Connect(*kubeconfig, *namespace, "warmpod-github/"+version)
 	}
 	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Began: began}
 	if exe, err := os.Executable(); err == nil && *useMux {

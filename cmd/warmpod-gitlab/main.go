@@ -24,7 +24,6 @@ import (
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/internal/flagenv"
-	"github.com/warmpod/warmpod/internal/kubeclient"
 	"github.com/warmpod/warmpod/internal/selfinstall"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -196,7 +195,7 @@ func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
 	case cmd == "mux":
 		// The job's multiplexer, started by prepare (package mux).
 		return mux.Main(rest, func() (executor.Cluster, error) {
-			return kubeclient.New(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
+			return pool.Connect(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
 		})
 	case cmd == "prepare" && len(rest) == 0, cmd == "cleanup" && len(rest) == 0, cmd == "run" && len(rest) == 2:
 	case slices.Contains([]string{"config", "prepare", "run", "cleanup", "pool-hash", "install", "version"}, cmd):
@@ -212,14 +211,14 @@ func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
 		// client of its own: theirs is set up only when a call goes
 		// direct (no multiplexer, or it went away). Their multiplexer is
 		// running already, so its argv is never used.
-		d.Cluster = kubeclient.NewLazy(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
+		d.Cluster = executor.NewLazy(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
 		if o.useMux {
 			d.Mux = muxLauncher(o.kubeconfig, o.namespace, d.Cfg.StateDir)
 		}
 		return jobCall(d, cmd, rest, codes)
 	}
 	t0 := time.Now()
-	kube, err := kubeclient.New(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
+	kube, err := pool.Connect(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
 	if err != nil {
 		return gitlab.ExitCode(&gitlab.SystemError{Err: err}, codes, os.Stderr)
 	}

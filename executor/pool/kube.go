@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/warmpod/warmpod/internal/kubeclient"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -545,4 +546,16 @@ func (k *Cluster) exec(ctx context.Context, p Pod, argv []string, stdin io.Reade
 		return -1, err
 	}
 	return 0, nil
+}
+
+// Connect returns a Cluster for namespace (empty: the kubeconfig context's,
+// or the service account's) from kubeconfig (empty: $KUBECONFIG,
+// ~/.kube/config, or in-cluster); userAgent names the caller in the API
+// server's logs. Errors: as [kubeclient.New].
+func Connect(kubeconfig, namespace, userAgent string) (*Cluster, error) {
+	c, err := kubeclient.New(kubeconfig, namespace, userAgent)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{CS: c.CS, Config: c.Config, Namespace: c.Namespace}, nil
 }

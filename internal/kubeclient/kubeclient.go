@@ -1,6 +1,7 @@
-// Package kubeclient builds the executors' client-go client (warmpod-gitlab,
-// warmpod-github): a kubeconfig loaded the way kubectl loads it, or the
-// in-cluster configuration.
+// Package kubeclient builds the client-go client of the executors and the
+// pool controller: a kubeconfig loaded the way kubectl loads it, or the
+// in-cluster configuration. It knows nothing of pools (executor/pool's
+// Connect makes a pool.Cluster of it): a library imports no layer above it.
 package kubeclient
 
 import (
@@ -8,16 +9,23 @@ import (
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/warmpod/warmpod/executor/pool"
 )
 
-// New returns a pool.Cluster for namespace (empty: the kubeconfig context's,
+// Client is a clientset, the REST config it was made from (exec needs it)
+// and the namespace to work in.
+type Client struct {
+	CS        *kubernetes.Clientset
+	Config    *rest.Config
+	Namespace string
+}
+
+// New returns a Client for namespace (empty: the kubeconfig context's,
 // or the service account's) from kubeconfig (empty: $KUBECONFIG,
 // ~/.kube/config, or in-cluster). userAgent names the executor in the API
 // server's logs. Errors: no usable configuration, no namespace.
-func New(kubeconfig, namespace, userAgent string) (*pool.Cluster, error) {
+func New(kubeconfig, namespace, userAgent string) (*Client, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if kubeconfig != "" {
 		rules.ExplicitPath = kubeconfig
@@ -46,7 +54,7 @@ func New(kubeconfig, namespace, userAgent string) (*pool.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &pool.Cluster{CS: cs, Config: rc, Namespace: namespace}, nil
+	return &Client{CS: cs, Config: rc, Namespace: namespace}, nil
 }
 
 // tried says which kubeconfig files the loading rules looked for.

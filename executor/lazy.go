@@ -1,4 +1,4 @@
-package kubeclient
+package executor
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 )
 
@@ -16,7 +15,7 @@ import (
 // call whose work all goes through the job's multiplexer (GitLab's run
 // and cleanup) then loads no kubeconfig and builds no client. Its methods
 // are pool.Cluster's; each returns the set-up's error when there is no
-// client ("kubeconfig: …", as [New]), as an *executor.SystemError: an
+// client ("kubeconfig: …", as [pool.Connect]), as an *SystemError: an
 // exec that never began, which the core's RunStage does not retry.
 type Lazy struct {
 	kubeconfig, namespace, userAgent string
@@ -26,7 +25,7 @@ type Lazy struct {
 	err  error
 }
 
-// NewLazy returns a Lazy for [New]'s arguments.
+// NewLazy returns a Lazy for [pool.Connect]'s arguments.
 func NewLazy(kubeconfig, namespace, userAgent string) *Lazy {
 	return &Lazy{kubeconfig: kubeconfig, namespace: namespace, userAgent: userAgent}
 }
@@ -34,8 +33,8 @@ func NewLazy(kubeconfig, namespace, userAgent string) *Lazy {
 // Cluster sets up the client (once) and returns it.
 func (l *Lazy) Cluster() (*pool.Cluster, error) {
 	l.once.Do(func() {
-		if l.c, l.err = New(l.kubeconfig, l.namespace, l.userAgent); l.err != nil {
-			l.err = &executor.SystemError{Err: l.err}
+		if l.c, l.err = pool.Connect(l.kubeconfig, l.namespace, l.userAgent); l.err != nil {
+			l.err = &SystemError{Err: l.err}
 		}
 	})
 	return l.c, l.err

@@ -1,4 +1,4 @@
-package kubeclient
+package executor
 
 import (
 	"context"
@@ -11,9 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 )
 
@@ -56,7 +54,7 @@ func TestLazy(t *testing.T) {
 				return
 			}
 			require.ErrorContains(t, err, tc.wantErr)
-			var se *executor.SystemError
+			var se *SystemError
 			assert.ErrorAs(t, err, &se, "an exec that never began: not retried")
 			ctx := context.Background()
 			code, err := l.Exec(ctx, pool.Pod{}, []string{"true"}, nil, io.Discard, io.Discard)
@@ -77,24 +75,3 @@ func TestLazy(t *testing.T) {
 		})
 	}
 }
-
-// With no kubeconfig and not in a pod, the error names the flag, the
-// variable and the files tried, not client-go's KUBERNETES_MASTER.
-func TestNoConfigurationSaysWhatWasTried(t *testing.T) {
-	// client-go reads $HOME once, at init: ~/.kube/config must not exist
-	// for this test to mean anything.
-	if _, err := os.Stat(clientcmdHome()); err == nil {
-		t.Skipf("%s exists", clientcmdHome())
-	}
-	t.Setenv("KUBECONFIG", "")
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	t.Setenv("KUBERNETES_SERVICE_PORT", "")
-	_, err := New("", "", "test")
-	require.Error(t, err)
-	assert.NotContains(t, err.Error(), "KUBERNETES_MASTER")
-	for _, w := range []string{"--kubeconfig", "KUBECONFIG", clientcmdHome(), "KUBERNETES_SERVICE_HOST"} {
-		assert.Contains(t, err.Error(), w)
-	}
-}
-
-func clientcmdHome() string { return clientcmd.RecommendedHomeFile }

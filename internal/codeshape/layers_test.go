@@ -1,0 +1,169 @@
+package codeshape
+
+import (
+	"go/parser"
+	"go/token"
+	"path"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Layers orders the module's packages, lowest first: a product file may
+// import a package of a lower layer only, and of its own layer only in
+// the libraries. The order is the read-in-this-order path of
+// CONTRIBUTING.md: the pod side (PID 1) beside the executor side, each on
+// the libraries; the executor side from the pool contract up to the
+// drivers; commands on top. A package not listed fails the test: a new
+// package is placed on purpose.
+var Layers = []struct {
+	Name string
+	Pkgs []string // paths relative to the module; "x/..." is x and below it
+}{
+	{"libraries", []string{"internal/...", "poolapi", "muxproto", "lease", "joblog", "procscan", "limits",
+		"jobspec", "putfile", "control", "podapi", "probe", "shellproxy", "stageclient", "sizing"}},
+	{"Kubernetes side of a pool", []string{"executor/pool"}},
+	{"PID 1", []string{"supervisor"}},
+	{"executor core", []string{"executor"}},
+	{"a job's exec stream", []string{"executor/mux"}},
+	{"drivers and pool controller", []string{"executor/github", "executor/gitlab", "pools"}},
+	{"commands", []string{"cmd/...", "charts", "e2e/..."}},
+}
+
+// layerOf returns the index in Layers of the package pkg (relative to
+// the module), -1 when none lists it.
+func layerOf(pkg string) int {
+	for i, l := range Layers {
+		for _, p := range l.Pkgs {
+			base, tree := strings.CutSuffix(p, "/...")
+			if pkg == base || tree && strings.HasPrefix(pkg, base+"/") {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// layerProblems lists the imports of f that point up a layer, or across
+// one above the libraries, and f's package when no layer lists it.
+func layerProblems(f goFile) []string {
+	pkg := path.Dir(f.rel)
+	from := layerOf(pkg)
+	if from < 0 {
+		return []string{f.rel + ": package " + pkg + " is in no layer of codeshape.Layers"}
+	}
+	var probs []string
+	for _, is := range f.ast.Imports {
+		p, _ := strconv.Unquote(is.Path.Value)
+		if !strings.HasPrefix(p, module+"/") {
+			continue
+		}
+		to := layerOf(strings.TrimPrefix(p, module+"/"))
+		if to > from || to == from && from > 0 && strings.TrimPrefix(p, module+"/") != pkg {
+			probs = append(probs, f.rel+" ("+Layers[from].Name+") imports "+p+" ("+Layers[max(to, 0)].Name+"): a layer imports only those below it")
+		}
+	}
+	return probs
+}
+
+func TestLayers(t *testing.T) {
+	var probs []string
+	n := 0
+	for _, f := range moduleFiles(t, root(t)) {
+		if strings.HasSuffix(f.rel, "_test.go") {
+			// A test may reach up for a fake or a fixture (charts' tests
+			// read poolapi, e2e tests run commands).
+			continue
+		}
+		n++
+		probs = append(probs, layerProblems(f)...)
+	}
+	require.Greater(t, n, 50)
+	sort.Strings(probs)
+	assert.Empty(t, probs)
+}
+
+// The layer check finds an import up a layer, one across a layer above
+// the libraries, and a package in no layer.
+func TestLayersCatchTheirCase(t *testing.T) {
+	for _, c := range []struct {
+		rel, imp string
+		probs    int
+	}{
+		{"executor/gitlab/x.go", "executor", 0},
+		{"executor/gitlab/x.go", "poolapi", 0},
+		{"control/x.go", "internal/jsonenc", 0},
+		{"internal/kubeclient/x.go", "executor/pool", 1},
+		{"executor/pool/x.go", "executor", 1},
+		{"supervisor/x.go", "executor/pool", 0}, // below, not the PID 1 rule: TestPID1ImportsNoExecutorSide
+		{"executor/gitlab/x.go", "executor/github", 1},
+		{"newpkg/x.go", "control", 1},
+	} {
+		src := "package x\nimport _ \"" + module + "/" + c.imp + "\"\n"
+		f := parseFile(t, c.rel, src)
+		assert.Len(t, layerProblems(f), c.probs, "%s importing %s", c.rel, c.imp)
+	}
+}
+
+// parseFile parses src as the product file rel.
+func parseFile(t *testing.T, rel, src string) goFile {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, rel, src, parser.ParseComments)
+	require.NoError(t, err)
+	return goFile{rel: rel, product: true, fset: fset, ast: f}
+}
+
+// PID1Modules are the only modules other than the standard library that
+// PID 1 (cmd/warmpod) may import: it stays small and static, and imports
+// nothing of the executor side (CONTRIBUTING.md).
+var PID1Modules = []string{"golang.org/x/sys/", "github.com/creack/pty"}
+
+// PID 1's whole import graph, followed through this module's packages:
+// no executor package, no pool controller, no client-go.
+func TestPID1ImportsNoExecutorSide(t *testing.T) {
+	imports := map[string][]string{} // package (relative) → its imports
+	for _, f := range moduleFiles(t, root(t)) {
+		if !f.product || strings.HasSuffix(f.rel, "_test.go") {
+			continue
+		}
+		pkg := path.Dir(f.rel)
+		for _, is := range f.ast.Imports {
+			p, _ := strconv.Unquote(is.Path.Value)
+			imports[pkg] = append(imports[pkg], p)
+		}
+	}
+	seen := map[string]bool{}
+	var bad []string
+	var walk func(pkg string)
+	walk = func(pkg string) {
+		if seen[pkg] {
+			return
+		}
+		seen[pkg] = true
+		for _, p := range imports[pkg] {
+			own := strings.TrimPrefix(p, module+"/")
+			switch {
+			case own != p:
+				if layerOf(own) != layerOf("supervisor") && layerOf(own) != 0 && own != "cmd/warmpod" {
+					bad = append(bad, pkg+" imports "+p)
+				}
+				if own == "poolapi" || own == "internal/kubeclient" || own == "sizing" {
+					bad = append(bad, pkg+" imports "+p+" (executor side)")
+				}
+				walk(own)
+			case importClass(p) == 1 && !slices.ContainsFunc(PID1Modules, func(m string) bool { return strings.HasPrefix(p, m) }):
+				bad = append(bad, pkg+" imports "+p)
+			}
+		}
+	}
+	walk("cmd/warmpod")
+	require.True(t, seen["supervisor"], "the walk did not reach PID 1's supervisor")
+	sort.Strings(bad)
+	assert.Empty(t, bad)
+}
