@@ -29,6 +29,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/podcmd"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -288,7 +289,7 @@ func (c *Core) startJob(ctx context.Context, cl Cluster, job Job, pod pool.Pod) 
 	var out, errb bytes.Buffer
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	code, err := cl.Exec(ctx, pod, []string{pod.Bin, "job", "start"}, bytes.NewReader(b), &out, &errb)
+	code, err := cl.Exec(ctx, pod, podcmd.JobStart{Bin: pod.Bin}.Argv(), bytes.NewReader(b), &out, &errb)
 	return code, strings.TrimSpace(errb.String()), err
 }
 
@@ -355,7 +356,7 @@ func (c *Core) End(ctx context.Context, pod *pool.Pod, jobID string, owner pool.
 	} else if pod != nil {
 		var errb bytes.Buffer
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		code, err := c.Cluster.Exec(cctx, *pod, []string{pod.Bin, "job", "end", "--job", jobID}, nil, io.Discard, &errb)
+		code, err := c.Cluster.Exec(cctx, *pod, podcmd.JobEnd{Bin: pod.Bin, Job: jobID}.Argv(), nil, io.Discard, &errb)
 		cancel()
 		if err != nil || code != 0 {
 			fmt.Fprintf(c.Log, "warmpod: job end in pod %s: exit %d %v %s\n", pod.Name, code, err, strings.TrimSpace(errb.String()))
@@ -400,7 +401,7 @@ func (c *Core) KeepAlive(ctx context.Context, pod pool.Pod, jobID string) (stop 
 			rctx, rcancel := context.WithTimeout(ctx, c.LeaseTTL/3)
 			// `job status --job` renews the lease it names (the heartbeat
 			// job stage and job logs --follow send while they run).
-			code, err := c.Cluster.Exec(rctx, pod, []string{pod.Bin, "job", "status", "--job", jobID}, nil, io.Discard, &errb)
+			code, err := c.Cluster.Exec(rctx, pod, podcmd.JobStatus{Bin: pod.Bin, Job: jobID}.Argv(), nil, io.Discard, &errb)
 			rcancel()
 			if (err != nil || code != 0) && ctx.Err() == nil {
 				fmt.Fprintf(c.Log, "warmpod: renew the lease of job %s in pod %s: exit %d %v %s\n", jobID, pod.Name, code, err, strings.TrimSpace(errb.String()))

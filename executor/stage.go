@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/podcmd"
 )
 
 // RunStage runs one stage of job jobID in pod: script goes to the pod on
@@ -51,11 +51,7 @@ func (c *Core) RunStage(ctx context.Context, pod pool.Pod, jobID, name string, s
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		errs := &stderrParser{w: stderr}
-		argv := []string{pod.Bin, "job", "stage", "--job", jobID, "--stage", name,
-			"--size", strconv.Itoa(len(script)), "--sha256", digest, "--offset", strconv.FormatInt(out.n, 10)}
-		if c.Shell != "" {
-			argv = append(argv, "--shell", c.Shell)
-		}
+		argv := podcmd.JobStage{Bin: pod.Bin, Job: jobID, Stage: name, Size: len(script), SHA256: digest, Offset: out.n, Shell: c.Shell}.Argv()
 		stdin := newHoldOpen(script)
 		code, err := c.Cluster.Exec(ctx, pod, argv, stdin, out, errs)
 		stdin.close()
@@ -101,10 +97,7 @@ func (c *Core) cancelStage(ctx context.Context, pod pool.Pod, jobID, name string
 	fmt.Fprintf(c.Log, "warmpod: cancelling stage %s in pod %s\n", name, pod.Name)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	argv := []string{pod.Bin, "job", "cancel", "--job", jobID, "--stage", name}
-	if c.CancelGrace > 0 {
-		argv = append(argv, "--grace", c.CancelGrace.String())
-	}
+	argv := podcmd.JobCancel{Bin: pod.Bin, Job: jobID, Stage: name, Grace: c.CancelGrace}.Argv()
 	for {
 		var errb bytes.Buffer
 		code, err := c.Cluster.Exec(cctx, pod, argv, nil, io.Discard, &errb)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/podcmd"
 )
 
 // sendWork brings the runner's _work into the pod once, at prepare_job:
@@ -176,12 +177,13 @@ if [ -e /etc/alpine-release ]; then echo alpine; fi`
 // returned); it tries again, from the start of the piece, after a broken
 // stream or a digest mismatch (65), MaxStreamRetries times.
 func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, p workPiece, then string) (string, error) {
-	size := strconv.Itoa(len(p.data))
 	dest := fmt.Sprintf("%s/.warmpod-work.%04d", workMount, p.i)
-	argv := []string{st.Pod.Bin, "job", "put", dest, "--job", st.Job, "--size", size, "--sha256", p.sum, "--mode", "0600"}
+	argv := podcmd.JobPut{Bin: st.Pod.Bin, Dest: dest, Job: st.Job, Size: len(p.data), SHA256: p.sum, Mode: 0o600}.Argv()
 	if then != "" {
-		argv = []string{"sh", "-c", `"$0" job put "$1" --job "$2" --size "$3" --sha256 "$4" --mode 0600 || exit $?` + "\nshift 4\n" + then,
-			st.Pod.Bin, dest, st.Job, size, p.sum, strconv.Itoa(p.i + 1)}
+		// The put's own argv as sh's positional parameters ("$@", no
+		// quoting to get wrong), then the script with $1 the next piece's
+		// number, as it expects.
+		argv = append([]string{"sh", "-c", `"$@" || exit $?` + "\nset -- " + strconv.Itoa(p.i+1) + "\n" + then, "sh"}, argv...)
 	}
 	var last string
 	exec := executor.BulkExec(h.Cluster)

@@ -34,6 +34,7 @@ import (
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/muxproto"
+	"github.com/warmpod/warmpod/podcmd"
 )
 
 // Default bounds of a multiplexer's life (Server.Idle, Server.Reattach).
@@ -312,7 +313,7 @@ func (s *Server) attach(ctx context.Context) (*podStream, error) {
 	st := &podStream{w: muxproto.NewWriter(inW), in: inW, routes: map[uint32]*route{}, dead: make(chan struct{})}
 	execDone := make(chan error, 1)
 	go func() {
-		code, err := s.Cluster.Exec(ctx, s.Pod, []string{s.Pod.Bin, "job", "attach", "--job", s.Job}, inR, outW, &errb)
+		code, err := s.Cluster.Exec(ctx, s.Pod, podcmd.JobAttach{Bin: s.Pod.Bin, Job: s.Job}.Argv(), inR, outW, &errb)
 		if err == nil && code != 0 {
 			// The pod answered: it is draining, another job's, or its
 			// warmpod has no attach (an older image, exit 2). Asking

@@ -2,10 +2,11 @@ package pool
 
 import (
 	"math"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/warmpod/warmpod/podcmd"
 )
 
 // The kubelet's constants (pkg/kubelet/cm/helpers_linux.go).
@@ -71,28 +72,26 @@ func LimitsArgv(p Pod, before *corev1.Pod, want corev1.ResourceRequirements, tim
 	if had == nil {
 		return nil
 	}
-	var args []string
+	c := podcmd.JobLimits{Bin: p.Bin, Within: min(timeout, 10*time.Minute)}
 	if q, ok := want.Requests[corev1.ResourceCPU]; ok {
 		old := had.Requests[corev1.ResourceCPU]
 		if s := CPUShares(q.MilliValue()); s != CPUShares(old.MilliValue()) {
 			w := CPUWeights(s)
-			args = append(args, "--cpu-shares", strconv.FormatUint(s, 10), "--cpu-weight", strconv.FormatUint(w[0], 10), "--cpu-weight", strconv.FormatUint(w[1], 10))
+			c.Shares, c.Weights = s, w[:]
 		}
 	}
 	if q, ok := want.Limits[corev1.ResourceCPU]; ok {
 		old, set := had.Limits[corev1.ResourceCPU]
 		if quota := CPUQuota(q.MilliValue()); !set || quota != CPUQuota(old.MilliValue()) {
-			args = append(args, "--cpu-quota", strconv.FormatInt(quota, 10))
+			c.Quota = quota
 		}
 	}
 	if q, ok := want.Limits[corev1.ResourceMemory]; ok {
 		old, set := had.Limits[corev1.ResourceMemory]
 		if !set || old.Value()/limitsPage != q.Value()/limitsPage {
-			args = append(args, "--memory-limit", strconv.FormatInt(q.Value(), 10))
+			c.Memory = q.Value()
 		}
 	}
-	if args == nil {
-		return nil
-	}
-	return append([]string{p.Bin, "job", "limits", "--within", min(timeout, 10*time.Minute).String()}, args...)
+	// Nil when nothing is set: nothing in the cgroup to wait for.
+	return c.Argv()
 }

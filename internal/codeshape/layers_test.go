@@ -26,7 +26,7 @@ var Layers = []struct {
 	Pkgs []string // paths relative to the module; "x/..." is x and below it
 }{
 	{"libraries", []string{"internal/...", "poolapi", "muxproto", "lease", "joblog", "procscan", "limits",
-		"jobspec", "putfile", "control", "podapi", "probe", "shellproxy", "stageclient", "sizing"}},
+		"jobspec", "putfile", "control", "podcmd", "podapi", "probe", "shellproxy", "stageclient", "sizing"}},
 	{"Kubernetes side of a pool", []string{"executor/pool"}},
 	{"PID 1", []string{"supervisor"}},
 	{"executor core", []string{"executor"}},
