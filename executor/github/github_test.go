@@ -119,9 +119,11 @@ func (f *fakeCluster) Exec(_ context.Context, p pool.Pod, argv []string, stdin i
 		return 0, nil
 	case len(argv) > 3 && argv[2] == "put":
 		return f.put(argv[3], argv[slices.Index(argv, "--sha256")+1], in)
-	case len(argv) == 9 && argv[0] == "sh" && strings.Contains(argv[2], "job put") && strings.Contains(argv[2], "tar -xf"):
-		// The last piece, and the unpack in the same exec.
-		return f.put(argv[4], argv[7], in)
+	case len(argv) > 7 && argv[0] == "sh" && argv[6] == "put" && strings.Contains(argv[2], "tar -xf"):
+		// The last piece, and the unpack in the same exec: the put's argv
+		// as sh's "$@".
+		put := argv[4:]
+		return f.put(put[3], put[slices.Index(put, "--sha256")+1], in)
 	case len(argv) > 2 && argv[1] == "job" && argv[2] == "stage":
 		f.scripts = append(f.scripts, string(in))
 		// The step prints a line, split across writes, then its script

@@ -203,7 +203,7 @@ func TestSendWorkInParallel(t *testing.T) {
 	require.Greater(t, len(names), 10)
 	lastExec := f.execs[len(f.execs)-1]
 	assert.Equal(t, "sh", lastExec[0], "the unpack goes last")
-	assert.Equal(t, names[len(names)-1], lastExec[4], "with the last piece")
+	assert.Equal(t, names[len(names)-1], lastExec[7], "with the last piece (sh -c SCRIPT sh BIN job put DEST …)")
 	var archive []byte
 	for _, n := range names {
 		archive = append(archive, f.puts[n]...)
