@@ -18,7 +18,7 @@
 // holds the secret, and [Spec.Wipe] zeroes those bytes. What this package
 // cannot wipe: the caller's input buffer (the caller should clear it after
 // ParseSpec returns), the Go strings returned by [Secret.Reveal], [Spec.Env]
-// and [Quote] (Go strings are immutable), copies the runtime or the kernel
+// and shquote.Quote (Go strings are immutable), copies the runtime or the kernel
 // made (pipe buffers, the environment of the job's processes), and memory
 // the garbage collector moved or freed before the wipe.
 //

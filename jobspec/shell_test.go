@@ -121,20 +121,6 @@ func nastyValues() map[string]string {
 	}
 }
 
-func TestQuote(t *testing.T) {
-	tests := map[string]string{
-		"":      `''`,
-		"a":     `'a'`,
-		"it's":  `'it'\''s'`,
-		"'":     `''\'''`,
-		"$(id)": `'$(id)'`,
-		"a\nb":  "'a\nb'",
-	}
-	for in, want := range tests {
-		require.Equal(t, want, Quote(in), "%q", in)
-	}
-}
-
 func TestQuoteRoundTripShell(t *testing.T) {
 	for _, sh := range shells(t) {
 		for name, value := range nastyValues() {

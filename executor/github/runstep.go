@@ -19,7 +19,7 @@ import (
 	"syscall"
 
 	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/jobspec"
+	"github.com/warmpod/warmpod/internal/shquote"
 )
 
 // workMount is where the runner's _work is in the job container (the
@@ -206,10 +206,10 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	// there: after a job's first step they all are, and every process the
 	// wrapper starts is a step's overhead.
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
-		fmt.Fprintf(w, "[ -d %[1]s ] || mkdir -p %[1]s || exit 1\n", jobspec.Quote(d))
+		fmt.Fprintf(w, "[ -d %[1]s ] || mkdir -p %[1]s || exit 1\n", shquote.Quote(d))
 	}
 	for _, p := range paths {
-		fmt.Fprintf(w, "printf '%%s' %s > %s || exit 1\n", jobspec.Quote(string(files[p])), jobspec.Quote(p))
+		fmt.Fprintf(w, "printf '%%s' %s > %s || exit 1\n", shquote.Quote(string(files[p])), shquote.Quote(p))
 	}
 	// The step runs in a subshell when the file commands come back after
 	// it: its environment (PATH, IFS) must not steer the commands that
@@ -226,23 +226,23 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	for _, k := range keys {
 		switch {
 		case posixName.MatchString(k):
-			fmt.Fprintf(w, "export %s=%s\n", k, jobspec.Quote(env[k]))
+			fmt.Fprintf(w, "export %s=%s\n", k, shquote.Quote(env[k]))
 		case k != "" && !strings.ContainsAny(k, "=\x00"):
-			odd = append(odd, jobspec.Quote(k+"="+env[k]))
+			odd = append(odd, shquote.Quote(k+"="+env[k]))
 		}
 	}
 	if len(prepend) > 0 {
-		fmt.Fprintf(w, "export PATH=%s:\"$PATH\"\n", jobspec.Quote(strings.Join(prepend, ":")))
+		fmt.Fprintf(w, "export PATH=%s:\"$PATH\"\n", shquote.Quote(strings.Join(prepend, ":")))
 	}
 	if workDir != "" {
-		fmt.Fprintf(w, "cd %s || exit 1\n", jobspec.Quote(workDir))
+		fmt.Fprintf(w, "cd %s || exit 1\n", shquote.Quote(workDir))
 	}
 	w.WriteString("exec")
 	if len(odd) > 0 {
 		w.WriteString(" env " + strings.Join(odd, " "))
 	}
 	for _, a := range argv {
-		w.WriteString(" " + jobspec.Quote(a))
+		w.WriteString(" " + shquote.Quote(a))
 	}
 	w.WriteString("\n")
 	if len(back) == 0 {
@@ -250,10 +250,10 @@ func writeStepScript(w *bytes.Buffer, files map[string][]byte, env map[string]st
 	}
 	w.WriteString(")\nrc=$?\n")
 	w.WriteString(awaitSession)
-	fmt.Fprintf(w, "printf '%%s\\n' %s\n", jobspec.Quote(marker))
+	fmt.Fprintf(w, "printf '%%s\\n' %s\n", shquote.Quote(marker))
 	w.WriteString("for f in")
 	for _, p := range back {
-		w.WriteString(" " + jobspec.Quote(p))
+		w.WriteString(" " + shquote.Quote(p))
 	}
 	// An empty file (most file commands of most steps) is said with the
 	// shell's builtins: wc and cat are two processes per file.
