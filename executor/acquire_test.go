@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // acquireCluster hands out one warm pod and cold pods, and records what
@@ -32,21 +33,21 @@ func (a *acquireCluster) note(s string) {
 	*a.log = append(*a.log, s)
 }
 
-func (a *acquireCluster) ClaimWarm(context.Context, pool.Pool, pool.Owner, time.Duration, *corev1.ResourceRequirements) (*pool.Pod, error) {
-	return &pool.Pod{Name: "warm-1"}, nil
+func (a *acquireCluster) ClaimWarm(context.Context, pool.Pool, poolapi.Owner, time.Duration, *corev1.ResourceRequirements) (*poolapi.Pod, error) {
+	return &poolapi.Pod{Name: "warm-1"}, nil
 }
 
-func (a *acquireCluster) CreateCold(context.Context, pool.Pool, pool.Owner, pool.Cold, time.Duration) (pool.Pod, error) {
+func (a *acquireCluster) CreateCold(context.Context, pool.Pool, poolapi.Owner, pool.Cold, time.Duration) (poolapi.Pod, error) {
 	a.note("create cold")
-	return pool.Pod{Name: "cold-1"}, nil
+	return poolapi.Pod{Name: "cold-1"}, nil
 }
 
-func (a *acquireCluster) Delete(_ context.Context, p pool.Pod) error {
+func (a *acquireCluster) Delete(_ context.Context, p poolapi.Pod) error {
 	a.note("delete " + p.Name)
 	return nil
 }
 
-func (a *acquireCluster) Exec(_ context.Context, p pool.Pod, argv []string, _ io.Reader, _, _ io.Writer) (int, error) {
+func (a *acquireCluster) Exec(_ context.Context, p poolapi.Pod, argv []string, _ io.Reader, _, _ io.Writer) (int, error) {
 	a.note(fmt.Sprintf("%s via %s: %s", strings.Join(argv[1:], " "), a.name, p.Name))
 	return 0, nil
 }
@@ -70,12 +71,12 @@ func TestAcquireAttachesBeforeFit(t *testing.T) {
 			var log []string
 			direct := &acquireCluster{name: "direct", mu: &mu, log: &log}
 			var out strings.Builder
-			c := &Core{Cluster: direct, Log: &out, Attach: func(pod pool.Pod) (Cluster, func(bool)) {
+			c := &Core{Cluster: direct, Log: &out, Attach: func(pod poolapi.Pod) (Cluster, func(bool)) {
 				direct.note("attach " + pod.Name)
 				return &acquireCluster{name: "mux " + pod.Name, mu: &mu, log: &log},
 					func(ok bool) { direct.note(fmt.Sprintf("release %s %v", pod.Name, ok)) }
 			}}
-			job := Job{ID: "1", Fit: func(ctx context.Context, cl Cluster, pod pool.Pod) error {
+			job := Job{ID: "1", Fit: func(ctx context.Context, cl Cluster, pod poolapi.Pod) error {
 				_, err := cl.Exec(ctx, pod, []string{"/warmpod/warmpod", "job", "limits"}, nil, nil, nil)
 				require.NoError(t, err)
 				return tc.fitErr

@@ -39,29 +39,29 @@ type Cluster interface {
 	// ClaimWarm claims a Ready idle pod of p for owner within wait,
 	// resized in place to fit first when fit is set; nil when there is
 	// none ([pool.Cluster.ClaimWarm]).
-	ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error)
+	ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error)
 	// CreateCold creates a pod from p's template, annotated with why, and
 	// waits until it is Ready (at most timeout).
-	CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error)
+	CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error)
 	// Exec runs argv in the pod and returns its exit code; an error means
 	// the stream failed and the command's fate is unknown.
-	Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+	Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
 	// Delete deletes the pod (uid precondition); gone is no error.
-	Delete(ctx context.Context, p pool.Pod) error
+	Delete(ctx context.Context, p poolapi.Pod) error
 	// PodsOfJob lists the pods labelled for owner.
-	PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error)
+	PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.Pod, error)
 }
 
 // BulkExecer is a Cluster with a second transport for an exec that
 // carries many bytes or lives long ([pool.Cluster.ExecBulk]: SPDY first,
 // which the API server passes through as it is).
 type BulkExecer interface {
-	ExecBulk(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+	ExecBulk(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
 }
 
 // BulkExec is cl's ExecBulk when it has one (BulkExecer), else its Exec
 // (a test's fake Cluster).
-func BulkExec(cl Cluster) func(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func BulkExec(cl Cluster) func(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if b, ok := cl.(BulkExecer); ok {
 		return b.ExecBulk
 	}
@@ -102,7 +102,7 @@ type Core struct {
 	// job's multiplexer, which opens its stream into the pod meanwhile, so
 	// the first stage finds it ready) and release, called with whether the
 	// pod took the job (false: the multiplexer is stopped).
-	Attach func(pod pool.Pod) (cl Cluster, release func(ok bool))
+	Attach func(pod poolapi.Pod) (cl Cluster, release func(ok bool))
 }
 
 // SystemError is a failure of the pod, the cluster or a stream (not of
@@ -133,7 +133,7 @@ type Job struct {
 	// stdin, never argv).
 	Variables []control.JobVariable
 	// Owner labels a claimed or cold pod for the job.
-	Owner pool.Owner
+	Owner poolapi.Owner
 	// Cold, when set, is the pool whose template makes the job's cold pod
 	// instead of Acquire's p (the job asks for resources p's pods do not
 	// have, and gets them on a cold pod).
@@ -150,7 +150,7 @@ type Job struct {
 	// unless the error wraps pool.ErrGivenBack: Fit gave it back to its
 	// pool) and the job gets a cold pod, or fails when the error wraps
 	// ErrNoFit; it is logged.
-	Fit func(ctx context.Context, cl Cluster, pod pool.Pod) error
+	Fit func(ctx context.Context, cl Cluster, pod poolapi.Pod) error
 }
 
 // LeaseMargin is added to a job's timeout for warmpod's lease.
@@ -165,11 +165,11 @@ const maxLease = 168 * time.Hour
 // (75: busy or another configuration; 69: draining) is deleted and the
 // next one tried, five times at most. Errors are *SystemError; a pod this
 // call claimed or created is deleted on failure.
-func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (pool.Pod, error) {
+func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (poolapi.Pod, error) {
 	released := false
 	began := time.Now()
 	for attempt := 0; attempt < 5; attempt++ {
-		var pod *pool.Pod
+		var pod *poolapi.Pod
 		var err error
 		var cl Cluster
 		release := func(bool) {}
@@ -182,14 +182,14 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 				fmt.Fprintf(c.Log, "warmpod: warm pods of pool %s cannot be resized in place: %v: creating a cold pod\n", p.Name, err)
 				pod, warm, released = nil, false, true
 			case err != nil:
-				return pool.Pod{}, &SystemError{Err: err}
+				return poolapi.Pod{}, &SystemError{Err: err}
 			}
 			if pod != nil && job.Fit != nil {
 				cl, release = c.attach(*pod)
 				if err := job.Fit(ctx, cl, *pod); err != nil {
 					release(false)
 					if err := c.unfit(ctx, *pod, err); err != nil {
-						return pool.Pod{}, err
+						return poolapi.Pod{}, err
 					}
 					pod, warm, released, cl = nil, false, true, nil
 				}
@@ -214,7 +214,7 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 			}
 			cold, err := c.Cluster.CreateCold(ctx, cp, job.Owner, why, c.ReadyTimeout)
 			if err != nil {
-				return pool.Pod{}, &SystemError{Err: err}
+				return poolapi.Pod{}, &SystemError{Err: err}
 			}
 			pod = &cold
 		}
@@ -231,17 +231,17 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 		if err != nil && forbidden(err) {
 			// Every pod would be refused the same way: stop here rather
 			// than burn the pool.
-			return pool.Pod{}, Errorf("job start on pod %s: %v (the executor's account needs create and get on pods/exec: %s)", pod.Name, err, c.RBAC)
+			return poolapi.Pod{}, Errorf("job start on pod %s: %v (the executor's account needs create and get on pods/exec: %s)", pod.Name, err, c.RBAC)
 		}
 		if err == nil && code != control.ExitTempFail && code != control.ExitUnavailable {
-			return pool.Pod{}, Errorf("job start on pod %s: exit %d: %s", pod.Name, code, msg)
+			return poolapi.Pod{}, Errorf("job start on pod %s: exit %d: %s", pod.Name, code, msg)
 		}
 		if err != nil {
 			msg = err.Error()
 		}
 		fmt.Fprintf(c.Log, "warmpod: pod %s did not take the job (%s): trying another\n", pod.Name, msg)
 	}
-	return pool.Pod{}, Errorf("no pod took the job after 5 tries")
+	return poolapi.Pod{}, Errorf("no pod took the job after 5 tries")
 }
 
 // ErrNoFit, in a [Job.Fit] error, says that no pod of the pool can have
@@ -254,7 +254,7 @@ var ErrNoFit = errors.New("no pod of the pool can have the job's resources")
 // (err): a pod Fit gave back to its pool ([pool.ErrGivenBack]) is left to
 // it, any other is deleted. It returns the *SystemError that ends the
 // acquisition for [ErrNoFit]; nil: the job gets a cold pod.
-func (c *Core) unfit(ctx context.Context, pod pool.Pod, err error) error {
+func (c *Core) unfit(ctx context.Context, pod poolapi.Pod, err error) error {
 	next := "creating a cold pod"
 	if errors.Is(err, ErrNoFit) {
 		next = "refusing the job"
@@ -272,14 +272,14 @@ func (c *Core) unfit(ctx context.Context, pod pool.Pod, err error) error {
 }
 
 // attach is Attach for pod, or the cluster itself without one.
-func (c *Core) attach(pod pool.Pod) (Cluster, func(ok bool)) {
+func (c *Core) attach(pod poolapi.Pod) (Cluster, func(ok bool)) {
 	if c.Attach == nil {
 		return c.Cluster, func(bool) {}
 	}
 	return c.Attach(pod)
 }
 
-func (c *Core) startJob(ctx context.Context, cl Cluster, job Job, pod pool.Pod) (int, string, error) {
+func (c *Core) startJob(ctx context.Context, cl Cluster, job Job, pod poolapi.Pod) (int, string, error) {
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
 	spec := c.jobSpec(job, pod, hex.EncodeToString(nonce))
@@ -295,7 +295,7 @@ func (c *Core) startJob(ctx context.Context, cl Cluster, job Job, pod pool.Pod) 
 
 // jobSpec is the job start's spec for job on pod: the job's timeout (an
 // hour when unset) plus LeaseMargin, at most what warmpod accepts.
-func (c *Core) jobSpec(job Job, pod pool.Pod, nonce string) control.JobSpec {
+func (c *Core) jobSpec(job Job, pod poolapi.Pod, nonce string) control.JobSpec {
 	timeout := job.Timeout
 	if timeout <= 0 {
 		timeout = time.Hour
@@ -315,7 +315,7 @@ func (c *Core) jobSpec(job Job, pod pool.Pod, nonce string) control.JobSpec {
 
 // DeletePod deletes p (bounded by 15 s, also when ctx is cancelled: a
 // cancelled call must still leave no pod); a failure is logged.
-func (c *Core) DeletePod(ctx context.Context, p pool.Pod) {
+func (c *Core) DeletePod(ctx context.Context, p poolapi.Pod) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	if err := c.Cluster.Delete(dctx, p); err != nil {
@@ -331,12 +331,12 @@ func (c *Core) DeletePod(ctx context.Context, p pool.Pod) {
 // lost track of it). Pods labelled for owner other than pod (a call that
 // died between creating a pod and recording it) are deleted too. End
 // never fails: errors are logged.
-func (c *Core) End(ctx context.Context, pod *pool.Pod, jobID string, owner pool.Owner) {
+func (c *Core) End(ctx context.Context, pod *poolapi.Pod, jobID string, owner poolapi.Owner) {
 	// The job's pods are listed while the job ends: the list does not
 	// depend on it (the job's own pod is told apart by its uid), and the
 	// call then waits for one round trip less.
 	type listed struct {
-		pods []pool.Pod
+		pods []poolapi.Pod
 		err  error
 	}
 	lc := make(chan listed, 1)
@@ -381,7 +381,7 @@ func (c *Core) End(ctx context.Context, pod *pool.Pod, jobID string, owner pool.
 // own), so the pod's lease does not lapse meanwhile. A failed renewal is
 // logged; the next one tries again. Without a LeaseTTL there is nothing to
 // renew.
-func (c *Core) KeepAlive(ctx context.Context, pod pool.Pod, jobID string) (stop func()) {
+func (c *Core) KeepAlive(ctx context.Context, pod poolapi.Pod, jobID string) (stop func()) {
 	if c.LeaseTTL <= 0 {
 		return func() {}
 	}

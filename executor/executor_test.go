@@ -18,7 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // renewCluster counts the execs it is asked for.
@@ -28,7 +28,7 @@ type renewCluster struct {
 	execs []string
 }
 
-func (r *renewCluster) Exec(_ context.Context, _ pool.Pod, argv []string, _ io.Reader, _, _ io.Writer) (int, error) {
+func (r *renewCluster) Exec(_ context.Context, _ poolapi.Pod, argv []string, _ io.Reader, _, _ io.Writer) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.execs = append(r.execs, strings.Join(argv, " "))
@@ -47,7 +47,7 @@ func TestKeepAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rc := &renewCluster{}
 		c := &Core{Cluster: rc, Log: io.Discard, LeaseTTL: 3 * time.Second}
-		stop := c.KeepAlive(context.Background(), pool.Pod{Name: "p", Bin: "/w/warmpod"}, "j1")
+		stop := c.KeepAlive(context.Background(), poolapi.Pod{Name: "p", Bin: "/w/warmpod"}, "j1")
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		assert.Equal(t, 10, rc.count(), "one renewal a second (TTL 3 s / 3) for 10 s")
@@ -57,7 +57,7 @@ func TestKeepAlive(t *testing.T) {
 		assert.Equal(t, 10, rc.count(), "none after stop")
 
 		none := &Core{Cluster: rc, Log: io.Discard}
-		none.KeepAlive(context.Background(), pool.Pod{}, "j1")()
+		none.KeepAlive(context.Background(), poolapi.Pod{}, "j1")()
 		assert.Equal(t, 10, rc.count(), "no TTL, nothing to renew")
 	})
 }
@@ -68,12 +68,14 @@ type endCluster struct {
 	deleted []string
 }
 
-func (e *endCluster) Delete(_ context.Context, p pool.Pod) error {
+func (e *endCluster) Delete(_ context.Context, p poolapi.Pod) error {
 	e.deleted = append(e.deleted, p.Name)
 	return nil
 }
 
-func (e *endCluster) PodsOfJob(context.Context, pool.Owner) ([]pool.Pod, error) { return nil, nil }
+func (e *endCluster) PodsOfJob(context.Context, poolapi.Owner) ([]poolapi.Pod, error) {
+	return nil, nil
+}
 
 // End runs job end in the pod and deletes it; a pod with sidecars is
 // deleted at once (its services' short grace), its job ended by warmpod's
@@ -90,7 +92,7 @@ func TestEnd(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ec := &endCluster{}
 			c := &Core{Cluster: ec, Log: io.Discard}
-			c.End(context.Background(), &pool.Pod{Name: "p", Bin: "/w/warmpod", Sidecars: tc.sidecars}, "j1", pool.Owner{Job: "j1"})
+			c.End(context.Background(), &poolapi.Pod{Name: "p", Bin: "/w/warmpod", Sidecars: tc.sidecars}, "j1", poolapi.Owner{Job: "j1"})
 			assert.Equal(t, tc.execs, ec.execs)
 			assert.Equal(t, []string{"p"}, ec.deleted)
 		})
@@ -104,7 +106,7 @@ type gatedEndCluster struct {
 	listing chan struct{}
 }
 
-func (g *gatedEndCluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (g *gatedEndCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	select {
 	case <-g.listing:
 	case <-time.After(5 * time.Second):
@@ -113,9 +115,9 @@ func (g *gatedEndCluster) Exec(ctx context.Context, p pool.Pod, argv []string, s
 	return g.endCluster.Exec(ctx, p, argv, stdin, stdout, stderr)
 }
 
-func (g *gatedEndCluster) PodsOfJob(context.Context, pool.Owner) ([]pool.Pod, error) {
+func (g *gatedEndCluster) PodsOfJob(context.Context, poolapi.Owner) ([]poolapi.Pod, error) {
 	close(g.listing)
-	return []pool.Pod{{Name: "p", UID: "u1"}, {Name: "lost", UID: "u2"}}, nil
+	return []poolapi.Pod{{Name: "p", UID: "u1"}, {Name: "lost", UID: "u2"}}, nil
 }
 
 // End lists the job's pods while the job ends (one round trip less for
@@ -126,7 +128,7 @@ func TestEndListsWhileTheJobEnds(t *testing.T) {
 	var log strings.Builder
 	gc := &gatedEndCluster{listing: make(chan struct{})}
 	c := &Core{Cluster: gc, Log: &log}
-	c.End(context.Background(), &pool.Pod{Name: "p", UID: "u1", Bin: "/w/warmpod"}, "j1", pool.Owner{Job: "j1"})
+	c.End(context.Background(), &poolapi.Pod{Name: "p", UID: "u1", Bin: "/w/warmpod"}, "j1", poolapi.Owner{Job: "j1"})
 	assert.Empty(t, log.String())
 	assert.Equal(t, []string{"/w/warmpod job end --job j1"}, gc.execs)
 	assert.Equal(t, []string{"p", "lost"}, gc.deleted)

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // golden reads one of the contract's golden files (package control's
@@ -29,7 +29,7 @@ func golden(t *testing.T, name string) []byte {
 // order.
 func TestJobSpecIsGolden(t *testing.T) {
 	c := &Core{}
-	spec := c.jobSpec(Job{ID: "1235", Timeout: 50 * time.Minute}, pool.Pod{}, "0a1b2c3d4e5f6071")
+	spec := c.jobSpec(Job{ID: "1235", Timeout: 50 * time.Minute}, poolapi.Pod{}, "0a1b2c3d4e5f6071")
 	b, err := json.Marshal(spec)
 	require.NoError(t, err)
 	assert.Equal(t, string(golden(t, "job-spec-minimal.json")), string(b))

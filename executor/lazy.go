@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Lazy is a *pool.Cluster set up at its first call, not before: a driver
@@ -41,7 +42,7 @@ func (l *Lazy) Cluster() (*pool.Cluster, error) {
 }
 
 // ClaimWarm is [pool.Cluster.ClaimWarm].
-func (l *Lazy) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
+func (l *Lazy) ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
 	c, err := l.Cluster()
 	if err != nil {
 		return nil, err
@@ -50,16 +51,16 @@ func (l *Lazy) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wai
 }
 
 // CreateCold is [pool.Cluster.CreateCold].
-func (l *Lazy) CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error) {
+func (l *Lazy) CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error) {
 	c, err := l.Cluster()
 	if err != nil {
-		return pool.Pod{}, err
+		return poolapi.Pod{}, err
 	}
 	return c.CreateCold(ctx, p, owner, why, timeout)
 }
 
 // Exec is [pool.Cluster.Exec]; -1 with the set-up's error.
-func (l *Lazy) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (l *Lazy) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	c, err := l.Cluster()
 	if err != nil {
 		return -1, err
@@ -68,7 +69,7 @@ func (l *Lazy) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Rea
 }
 
 // Delete is [pool.Cluster.Delete].
-func (l *Lazy) Delete(ctx context.Context, p pool.Pod) error {
+func (l *Lazy) Delete(ctx context.Context, p poolapi.Pod) error {
 	c, err := l.Cluster()
 	if err != nil {
 		return err
@@ -77,7 +78,7 @@ func (l *Lazy) Delete(ctx context.Context, p pool.Pod) error {
 }
 
 // PodsOfJob is [pool.Cluster.PodsOfJob].
-func (l *Lazy) PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error) {
+func (l *Lazy) PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.Pod, error) {
 	c, err := l.Cluster()
 	if err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func (l *Lazy) Pools(ctx context.Context) (*pool.Set, error) {
 }
 
 // AwaitResize is [pool.Cluster.AwaitResize].
-func (l *Lazy) AwaitResize(ctx context.Context, p pool.Pod, timeout time.Duration, via pool.Execer) error {
+func (l *Lazy) AwaitResize(ctx context.Context, p poolapi.Pod, timeout time.Duration, via pool.Execer) error {
 	c, err := l.Cluster()
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 const testKubeconfig = `apiVersion: v1
@@ -57,19 +58,19 @@ func TestLazy(t *testing.T) {
 			var se *SystemError
 			assert.ErrorAs(t, err, &se, "an exec that never began: not retried")
 			ctx := context.Background()
-			code, err := l.Exec(ctx, pool.Pod{}, []string{"true"}, nil, io.Discard, io.Discard)
+			code, err := l.Exec(ctx, poolapi.Pod{}, []string{"true"}, nil, io.Discard, io.Discard)
 			assert.Equal(t, -1, code)
 			assert.ErrorContains(t, err, tc.wantErr)
-			_, err = l.ClaimWarm(ctx, pool.Pool{}, pool.Owner{}, 0, nil)
+			_, err = l.ClaimWarm(ctx, pool.Pool{}, poolapi.Owner{}, 0, nil)
 			assert.ErrorContains(t, err, tc.wantErr)
-			_, err = l.CreateCold(ctx, pool.Pool{}, pool.Owner{}, pool.Cold{}, 0)
+			_, err = l.CreateCold(ctx, pool.Pool{}, poolapi.Owner{}, pool.Cold{}, 0)
 			assert.ErrorContains(t, err, tc.wantErr)
-			assert.ErrorContains(t, l.Delete(ctx, pool.Pod{}), tc.wantErr)
-			_, err = l.PodsOfJob(ctx, pool.Owner{})
+			assert.ErrorContains(t, l.Delete(ctx, poolapi.Pod{}), tc.wantErr)
+			_, err = l.PodsOfJob(ctx, poolapi.Owner{})
 			assert.ErrorContains(t, err, tc.wantErr)
 			_, err = l.Pools(ctx)
 			assert.ErrorContains(t, err, tc.wantErr)
-			assert.ErrorContains(t, l.AwaitResize(ctx, pool.Pod{}, 0, nil), tc.wantErr)
+			assert.ErrorContains(t, l.AwaitResize(ctx, poolapi.Pod{}, 0, nil), tc.wantErr)
 			_, err = l.Nodes(ctx, &corev1.PodTemplateSpec{})
 			assert.ErrorContains(t, err, tc.wantErr)
 		})

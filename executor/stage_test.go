@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // failingCluster's Exec fails with err every time, and counts the calls.
@@ -21,7 +21,7 @@ type failingCluster struct {
 	calls int
 }
 
-func (f *failingCluster) Exec(context.Context, pool.Pod, []string, io.Reader, io.Writer, io.Writer) (int, error) {
+func (f *failingCluster) Exec(context.Context, poolapi.Pod, []string, io.Reader, io.Writer, io.Writer) (int, error) {
 	f.calls++
 	return -1, f.err
 }
@@ -46,7 +46,7 @@ func TestRunStageRetriesOnlyABrokenStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := &failingCluster{err: tc.err}
 			c := &Core{Cluster: fc, Log: io.Discard, MaxStreamRetries: tc.retries}
-			_, err := c.RunStage(context.Background(), pool.Pod{Name: "p", Bin: "/w/warmpod"}, "j1", "s1", []byte("true\n"), io.Discard, io.Discard, nil)
+			_, err := c.RunStage(context.Background(), poolapi.Pod{Name: "p", Bin: "/w/warmpod"}, "j1", "s1", []byte("true\n"), io.Discard, io.Discard, nil)
 			require.Error(t, err)
 			var se *SystemError
 			assert.ErrorAs(t, err, &se)
@@ -62,7 +62,7 @@ type argvCluster struct {
 	argv []string
 }
 
-func (a *argvCluster) Exec(_ context.Context, _ pool.Pod, argv []string, _ io.Reader, _, stderr io.Writer) (int, error) {
+func (a *argvCluster) Exec(_ context.Context, _ poolapi.Pod, argv []string, _ io.Reader, _, stderr io.Writer) (int, error) {
 	a.argv = argv
 	_, err := io.WriteString(stderr, `{"stage":"s1","running":false,"exit_code":0,"started":"2026-12-03T00:00:00Z","log_start":0,"log_end":0}`+"\n")
 	return 0, err
@@ -83,7 +83,7 @@ func TestRunStageShell(t *testing.T) {
 		t.Run("shell "+tc.shell, func(t *testing.T) {
 			ac := &argvCluster{}
 			c := &Core{Cluster: ac, Log: io.Discard, Shell: tc.shell}
-			_, err := c.RunStage(context.Background(), pool.Pod{Name: "p", Bin: "/w/warmpod"}, "j1", "s1", []byte("true\n"), io.Discard, io.Discard, nil)
+			_, err := c.RunStage(context.Background(), poolapi.Pod{Name: "p", Bin: "/w/warmpod"}, "j1", "s1", []byte("true\n"), io.Discard, io.Discard, nil)
 			require.NoError(t, err)
 			require.Greater(t, len(ac.argv), 7)
 			assert.Equal(t, []string{"/w/warmpod", "job", "stage", "--job", "j1", "--stage", "s1"}, ac.argv[:7])

@@ -1,7 +1,7 @@
 // Package poolapi is the pool contract: every label, annotation and state
 // by which warmpod's parts (the drivers, the pool controller, the chart and
 // deploy/) tell each other about pool pods, defined once, as ARC keeps its
-// in one constants.go. It is a leaf: the standard library only, so that
+// in one constants.go; and the Pod and Owner a driver holds for a job. It is a leaf: the standard library only, so that
 // whatever reads a pod (a driver's per-call path, the controller, a test)
 // can import it without pulling in client-go.
 //
@@ -9,6 +9,8 @@
 // the chart's tests refuse a warmpod.dev/ key rendered that is not one of
 // Keys.
 package poolapi
+
+import "time"
 
 // Prefix is the prefix of warmpod's own label and annotation keys.
 const Prefix = "warmpod.dev/"
@@ -214,4 +216,61 @@ func StateOf(f PodFacts) PodState {
 	default:
 		return PodPending
 	}
+}
+
+// Pod is a pod a driver holds for one job, as the executor addresses it
+// (the state between a CI system's calls keeps it as JSON).
+type Pod struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	// UID is the precondition of every delete: a newer pod that reuses
+	// the name is never touched.
+	UID string `json:"uid"`
+	// Pool is the pool's name (LabelPool).
+	Pool string `json:"pool"`
+	// Container runs warmpod; execs go there.
+	Container string `json:"container"`
+	// Bin is the warmpod binary's path in Container.
+	Bin string `json:"bin"`
+	// Hash is the pod's hash label (Pool.HashLabel), sent as the job's
+	// config_hash.
+	Hash string `json:"config_hash"`
+	// Warm is true for a claimed pool pod, false for a cold one.
+	Warm bool `json:"warm"`
+	// Sidecars counts the pod's containers other than warmpod's (a job's
+	// services): Delete gives them SidecarGrace.
+	Sidecars int `json:"sidecars,omitempty"`
+	// Resize is the in-place resize the claim sent (executor/pool's
+	// *Resizing); nil: none. It lives only in the call that claimed the
+	// pod.
+	Resize Resize `json:"-"`
+}
+
+// Resize is an in-place resize a claim sent to a warm pod: what a driver
+// needs of it without the Kubernetes types (its timeline's start).
+type Resize interface {
+	// SentAt is when the resize was sent.
+	SentAt() time.Time
+}
+
+// Owner is the job a claimed or cold pod is labelled for.
+type Owner struct {
+	// Job is the CI system's job id (GitLab: CI_JOB_ID).
+	Job string
+	// Server is the hash of the CI server's URL (16 hex digits).
+	Server string
+	// Runner is the runner's name (GitHub Actions); empty for GitLab.
+	Runner string
+}
+
+// Labels are the pod labels that name the owner; an empty field has none
+// (so an Owner with only Runner set selects every pod of that runner).
+func (o Owner) Labels() map[string]string {
+	l := map[string]string{}
+	for k, v := range map[string]string{LabelJob: o.Job, LabelServer: o.Server, LabelRunner: o.Runner} {
+		if v != "" {
+			l[k] = v
+		}
+	}
+	return l
 }

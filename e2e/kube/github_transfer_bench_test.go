@@ -41,6 +41,7 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // benchRuns is how many runs of pass.json and of bigfile.json the bench
@@ -120,7 +121,7 @@ func (f *transferFigures) bareExec(t *testing.T, g *ghPool, cmd string, streams 
 	cs, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
 	k := &pool.Cluster{CS: cs, Config: rc, Namespace: g.ns}
-	target := pool.Pod{Name: pods[0].Metadata.Name, Namespace: g.ns, Container: "job"}
+	target := poolapi.Pod{Name: pods[0].Metadata.Name, Namespace: g.ns, Container: "job"}
 	part := (f.bytes + int64(streams) - 1) / int64(streams)
 	var wg sync.WaitGroup
 	errs := make([]error, streams)
@@ -168,7 +169,7 @@ func (f *transferFigures) bareExec(t *testing.T, g *ghPool, cmd string, streams 
 }
 
 // spdyExec runs argv in target over SPDY alone.
-func spdyExec(rc *rest.Config, cs kubernetes.Interface, target pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
+func spdyExec(rc *rest.Config, cs kubernetes.Interface, target poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(target.Namespace).Name(target.Name).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{Container: target.Container, Command: argv, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	ex, err := remotecommand.NewSPDYExecutor(rc, http.MethodPost, req.URL())

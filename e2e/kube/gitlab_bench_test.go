@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 func TestGitLabOverheadBench(t *testing.T) {
@@ -158,7 +159,7 @@ func overheads(t *testing.T, tms []timing) (job time.Duration, stages []time.Dur
 func bareExecRTT(t *testing.T, kubeconfig, ns, container string, replicas, n int) time.Duration {
 	t.Helper()
 	pods := waitIdle(t, ns, replicas, 2*time.Minute)
-	target := pool.Pod{Name: pods[0].Metadata.Name, Namespace: ns, Container: container}
+	target := poolapi.Pod{Name: pods[0].Metadata.Name, Namespace: ns, Container: container}
 	var ds []time.Duration
 	for range n {
 		t0 := time.Now()

@@ -45,6 +45,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // transferSize is the artifact's and the cache's size: 100 MiB each.
@@ -70,7 +71,7 @@ func rate(d time.Duration) float64 { return float64(transferSize) / (1 << 20) / 
 
 // podExec runs argv in pod's build container with a new client, as a
 // driver call does, and returns its wall time; the command must exit 0.
-func podExec(t *testing.T, kubeconfig string, pd pool.Pod, argv []string, stdin io.Reader, stdout io.Writer) time.Duration {
+func podExec(t *testing.T, kubeconfig string, pd poolapi.Pod, argv []string, stdin io.Reader, stdout io.Writer) time.Duration {
 	t.Helper()
 	t0 := time.Now()
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -102,7 +103,7 @@ func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); retur
 func anchorAndHelper(t *testing.T, p *glrPool, b transferBench, payload []byte, role string) string {
 	t.Helper()
 	pods := waitIdle(t, p.ns, 1, 3*time.Minute)
-	pd := pool.Pod{Name: pods[0].Metadata.Name, Namespace: p.ns, Container: "build"}
+	pd := poolapi.Pod{Name: pods[0].Metadata.Name, Namespace: p.ns, Container: "build"}
 	// cat waited for by the shell: `sh -c "cat > /dev/null"` alone (the
 	// shell execs cat) ended about 100 ms into the 100 MiB on this node,
 	// exit 0, and client-go logged a reset of its stdin copy: not an anchor.

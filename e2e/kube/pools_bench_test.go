@@ -489,7 +489,7 @@ func pbClaimPath(ctx context.Context, rc *rest.Config, ns string, j pbJob, t0 ti
 		r.err = fmt.Errorf("no pool %s", j.pool)
 		return r
 	}
-	owner := pool.Owner{Job: strconv.Itoa(j.id), Server: pbServer}
+	owner := poolapi.Owner{Job: strconv.Itoa(j.id), Server: pbServer}
 	began := time.Now()
 	pod, err := k.ClaimWarm(ctx, *p, owner, pbWarmWait, nil)
 	if err != nil {

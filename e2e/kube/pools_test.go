@@ -209,14 +209,14 @@ func TestPoolControllerSizesAndSurvivesItsLeader(t *testing.T) {
 	p, _ := set.ForImage("")
 
 	var mu sync.Mutex
-	var held []pool.Pod
+	var held []poolapi.Pod
 	burst := func(n int, from int) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				owner := pool.Owner{Job: fmt.Sprint(from + i), Server: "e2e"}
+				owner := poolapi.Owner{Job: fmt.Sprint(from + i), Server: "e2e"}
 				began := time.Now()
 				pod, err := cl.ClaimWarm(ctx, p, owner, 0, nil)
 				assert.NoError(t, err)

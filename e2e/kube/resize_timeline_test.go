@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // hostCgroup finds the directory of container cid of pod uid under root
@@ -112,7 +113,7 @@ func TestResizeTimeline(t *testing.T) {
 		if memDir == "" || cpuDir == "" {
 			t.Skipf("the container's cgroup is not on this machine (pod %s, container %s)", cur.UID, cid)
 		}
-		owner := pool.Owner{Job: fmt.Sprint(i + 1), Server: "e2e"}
+		owner := poolapi.Owner{Job: fmt.Sprint(i + 1), Server: "e2e"}
 		marks = append(marks, resizeOnce(t, k, p, owner, name, sizes[(i/2)%2], filepath.Join(memDir, memFile), filepath.Join(cpuDir, cpuFile), v2))
 	}
 	writeTimeline(t, out, marks, v2)
@@ -125,7 +126,7 @@ const settle = 2 * time.Second
 // resizeOnce claims the idle pod name of p for owner with a resize to
 // want (Cluster.ClaimWarm, then Cluster.AwaitResize), records when each
 // signal first showed it, and deletes the pod.
-func resizeOnce(t *testing.T, k *pool.Cluster, p pool.Pool, owner pool.Owner, name string, want corev1.ResourceRequirements, memPath, cpuPath string, v2 bool) resizeMarks {
+func resizeOnce(t *testing.T, k *pool.Cluster, p pool.Pool, owner poolapi.Owner, name string, want corev1.ResourceRequirements, memPath, cpuPath string, v2 bool) resizeMarks {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -184,7 +185,7 @@ func resizeOnce(t *testing.T, k *pool.Cluster, p pool.Pool, owner pool.Owner, na
 	require.NoError(t, err)
 	require.NotNil(t, claimed, "the idle pod %s claimed", name)
 	require.Equal(t, name, claimed.Name)
-	require.NotNil(t, claimed.Resizing)
+	require.NotNil(t, claimed.Resize)
 	m.claimed = time.Since(t0)
 	require.NoError(t, k.AwaitResize(ctx, *claimed, 30*time.Second, nil))
 	m.driver = time.Since(t0)

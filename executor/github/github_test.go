@@ -26,6 +26,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // fakeCluster plays the pod: job start, job put (the digest checked), the
@@ -33,7 +34,7 @@ import (
 // the file commands' way back, job end.
 type fakeCluster struct {
 	mu       sync.Mutex
-	warm     []pool.Pod
+	warm     []poolapi.Pod
 	colds    []pool.Pool
 	deleted  []string
 	execs    [][]string
@@ -44,7 +45,7 @@ type fakeCluster struct {
 	stepCode int
 	// breakPut makes the first n puts fail with a broken stream.
 	breakPut int
-	listed   []pool.Owner
+	listed   []poolapi.Owner
 	// kube, when set, answers Pools and ClaimWarm as the real cluster
 	// code does over a fake clientset; poolReads counts the Pools calls.
 	kube      *pool.Cluster
@@ -61,7 +62,7 @@ func (f *fakeCluster) Pools(ctx context.Context) (*pool.Set, error) {
 	return f.kube.Pools(ctx)
 }
 
-func (f *fakeCluster) ClaimWarm(ctx context.Context, p pool.Pool, o pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
+func (f *fakeCluster) ClaimWarm(ctx context.Context, p pool.Pool, o poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
 	if f.kube != nil {
 		return f.kube.ClaimWarm(ctx, p, o, wait, fit)
 	}
@@ -75,31 +76,31 @@ func (f *fakeCluster) ClaimWarm(ctx context.Context, p pool.Pool, o pool.Owner, 
 	return &pod, nil
 }
 
-func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ pool.Owner, _ pool.Cold, _ time.Duration) (pool.Pod, error) {
+func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ poolapi.Owner, _ pool.Cold, _ time.Duration) (poolapi.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.colds = append(f.colds, p)
-	return pool.Pod{Name: fmt.Sprintf("cold-%d", len(f.colds)), UID: "u-cold", Bin: "/warmpod/warmpod", Hash: p.Hash, Pool: p.Name}, nil
+	return poolapi.Pod{Name: fmt.Sprintf("cold-%d", len(f.colds)), UID: "u-cold", Bin: "/warmpod/warmpod", Hash: p.Hash, Pool: p.Name}, nil
 }
 
-func (f *fakeCluster) Delete(_ context.Context, p pool.Pod) error {
+func (f *fakeCluster) Delete(_ context.Context, p poolapi.Pod) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deleted = append(f.deleted, p.Name)
 	return nil
 }
 
-func (f *fakeCluster) PodsOfJob(_ context.Context, o pool.Owner) ([]pool.Pod, error) {
+func (f *fakeCluster) PodsOfJob(_ context.Context, o poolapi.Owner) ([]poolapi.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.listed = append(f.listed, o)
 	if o.Job == "" && o.Runner != "" {
-		return []pool.Pod{{Name: "leftover", UID: "u-left"}}, nil
+		return []poolapi.Pod{{Name: "leftover", UID: "u-left"}}, nil
 	}
 	return nil, nil
 }
 
-func (f *fakeCluster) Exec(_ context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (f *fakeCluster) Exec(_ context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var in []byte
 	if h, ok := stdin.(interface{ Held() []byte }); ok {
 		in = h.Held()
@@ -244,7 +245,7 @@ func (r *runner) call(h *Hook, cmd string, args any, state json.RawMessage, canc
 func TestPrepareJobClaimsAWarmPodAndBringsWorkIn(t *testing.T) {
 	r := newRunner(t)
 	r.write("repo/repo/big.bin", strings.Repeat("x", 5000)) // several 1 KiB pieces
-	f := &fakeCluster{warm: []pool.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}, breakPut: 1}
+	f := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}, breakPut: 1}
 	h, out, errb := r.hook(f)
 	code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: "localhost/hooks/job:v1",
 		EnvironmentVariables: map[string]string{"HOME": "/github/home", "CONTAINER_LEVEL": "from-container-env-9f", "bad-name": "y"}, PortMappings: []string{"8080"}},
@@ -291,7 +292,7 @@ func TestPrepareJobClaimsAWarmPodAndBringsWorkIn(t *testing.T) {
 
 func TestPrepareJobWithServicesNoPoolHasIsCold(t *testing.T) {
 	r := newRunner(t)
-	f := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true}}}
+	f := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true}}}
 	h, _, _ := r.hook(f)
 	ep := "httpd"
 	code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: "localhost/hooks/job:v1"},
@@ -323,7 +324,7 @@ func TestRunScriptStep(t *testing.T) {
 				"/__w/_temp/_runner_file_commands/set_env_1":    "GREETING=hi there\n",
 				"/__w/_temp/_runner_file_commands/set_output_1": "answer=42\n"}}
 			h, out, _ := r.hook(f)
-			state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
+			state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
 			code, resp := r.call(h, CmdRunScriptStep, ScriptStepArgs{EntryPoint: "sh", EntryPointArgs: []string{"-e", "/__w/_temp/abc.sh"},
 				EnvironmentVariables: map[string]string{"GITHUB_ENV": "/__w/_temp/_runner_file_commands/set_env_1",
 					"GITHUB_OUTPUT": "/__w/_temp/_runner_file_commands/set_output_1", "TOKEN": "it's s3cr3t"},
@@ -355,12 +356,12 @@ func TestCleanupJobEndsTheJobAndSweepsTheRunnersPods(t *testing.T) {
 	r := newRunner(t)
 	f := &fakeCluster{}
 	h, _, _ := r.hook(f)
-	state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod"}, Runner: "runner-0", Server: "s"})
+	state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod"}, Runner: "runner-0", Server: "s"})
 	code, _ := r.call(h, CmdCleanupJob, struct{}{}, state, nil)
 	assert.Equal(t, 0, code)
 	assert.Equal(t, []string{"/warmpod/warmpod", "job", "end", "--job", "gh-1"}, f.execs[0])
 	assert.Equal(t, []string{"w1", "leftover"}, f.deleted)
-	assert.Contains(t, f.listed, pool.Owner{Runner: "runner-0"})
+	assert.Contains(t, f.listed, poolapi.Owner{Runner: "runner-0"})
 }
 
 func TestBadInputIsAClearError(t *testing.T) {

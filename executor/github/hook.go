@@ -17,6 +17,7 @@ import (
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Cluster is what the hook needs of Kubernetes: the executor core's and
@@ -66,8 +67,8 @@ type State struct {
 	// Job is the job's id in the pod (warmpod's lease, the pod's label).
 	Job string `json:"job"`
 	// Pod is the pod that runs the job.
-	Pod pool.Pod `json:"pod"`
-	// Runner and Server label the pod (pool.Owner).
+	Pod poolapi.Pod `json:"pod"`
+	// Runner and Server label the pod (poolapi.Owner).
 	Runner string `json:"runner"`
 	Server string `json:"server"`
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // The runner passes a JavaScript action's inputs as INPUT_<NAME>, the
@@ -21,7 +21,7 @@ func TestHostileHyphenatedActionInputsReachTheAction(t *testing.T) {
 	r := newRunner(t)
 	f := &fakeCluster{}
 	h, out, errb := r.hook(f)
-	state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
+	state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
 	code, _ := r.call(h, CmdRunScriptStep, ScriptStepArgs{EntryPoint: "/__e/node20/bin/node",
 		EntryPointArgs: []string{"/__w/_actions/actions/checkout/v4/dist/index.js"},
 		EnvironmentVariables: map[string]string{"INPUT_REPOSITORY": "o/r", "INPUT_FETCH-DEPTH": "0",

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // stepPod plays a step that controls the bytes after the marker: either
@@ -26,7 +26,7 @@ type stepPod struct {
 	after func(marker string) string // what the stage prints
 }
 
-func (s *stepPod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (s *stepPod) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) > 2 && argv[1] == "job" && argv[2] == "stage" {
 		in := stdin.(interface{ Held() []byte }).Held()
 		m := regexp.MustCompile(`::warmpod-file-commands-[0-9a-f]+::`).Find(in)
@@ -47,7 +47,7 @@ func hostileStep(t *testing.T, after func(string) string) (int, string, string) 
 	c := &stepPod{fakeCluster: &fakeCluster{}, after: after}
 	h, out, errb := r.hook(&fakeCluster{})
 	h.Cluster = c
-	state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
+	state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
 	code, _ := r.call(h, CmdRunScriptStep, ScriptStepArgs{EntryPoint: "sh", EntryPointArgs: []string{"-e", "/__w/_temp/abc.sh"},
 		EnvironmentVariables: map[string]string{"GITHUB_ENV": "/__w/_temp/_runner_file_commands/set_env_1"},
 		PrependPath:          []string{"/tmp/evil-bin"}}, state, nil)
@@ -76,7 +76,7 @@ func TestHostileStepEnvDoesNotSteerTheWrapper(t *testing.T) {
 	r.write("_temp/_runner_file_commands/set_env_1", "")
 	h, _, _ := r.hook(&fakeCluster{})
 	h.Cluster = &scriptGrab{stepPod: c, got: &script}
-	state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
+	state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
 	r.call(h, CmdRunScriptStep, ScriptStepArgs{EntryPoint: "sh",
 		EnvironmentVariables: map[string]string{"GITHUB_ENV": "/__w/_temp/_runner_file_commands/set_env_1", "IFS": "0"},
 		PrependPath:          []string{"/tmp/evil-bin"}}, state, nil)
@@ -98,7 +98,7 @@ type scriptGrab struct {
 	got *string
 }
 
-func (s *scriptGrab) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (s *scriptGrab) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) > 2 && argv[2] == "stage" {
 		h := stdin.(interface{ Held() []byte })
 		b := h.Held()

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // A workflow controls run_script_step's entryPointArgs (a custom
@@ -37,7 +37,7 @@ func TestHostileEntryArgCannotReadHostFileThroughActionSymlink(t *testing.T) {
 
 	f := &fakeCluster{}
 	h, _, _ := r.hook(f)
-	state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
+	state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
 	code, _ := r.call(h, CmdRunScriptStep, ScriptStepArgs{EntryPoint: "bash",
 		EntryPointArgs: []string{"/__w/_temp/abc.sh", "/__w/_temp/../_actions/evil/act/v1/tok"}}, state, nil)
 	assert.Equal(t, 0, code)
@@ -59,7 +59,7 @@ func TestHostileEntryArgToFIFODoesNotHangTheHook(t *testing.T) {
 	r.write("_temp/abc.sh", "true")
 	f := &fakeCluster{}
 	h, _, _ := r.hook(f)
-	state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
+	state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
 	done := make(chan int, 1)
 	go func() {
 		code, _ := r.call(h, CmdRunScriptStep, ScriptStepArgs{EntryPoint: "bash",

@@ -18,8 +18,8 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/mux"
-	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/muxproto"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // A step that the job's multiplexer serves sets up no Kubernetes client
@@ -50,7 +50,7 @@ func TestRunScriptStepSetsUpAClientOnlyToGoDirect(t *testing.T) {
 			dir, err := os.MkdirTemp("", "wpgh") // short: a socket path has 107 bytes at most
 			require.NoError(t, err)
 			t.Cleanup(func() { os.RemoveAll(dir) })
-			st := State{Job: "gh-1", Pod: pool.Pod{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod"}, Runner: "runner-0", Server: "s1"}
+			st := State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod"}, Runner: "runner-0", Server: "s1"}
 			answer := func(marker string) string { return "hello\n" + marker + "\n0\n" }
 			served := make(chan error, 1)
 			if tc.mux {

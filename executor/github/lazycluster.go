@@ -10,6 +10,7 @@ import (
 
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // lazyCluster is a Cluster whose client is set up at its first use. A
@@ -40,7 +41,7 @@ func (l *lazyCluster) get() (Cluster, error) {
 	return l.cl, l.err
 }
 
-func (l *lazyCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
+func (l *lazyCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
 	cl, err := l.get()
 	if err != nil {
 		return nil, err
@@ -48,15 +49,15 @@ func (l *lazyCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Own
 	return cl.ClaimWarm(ctx, p, owner, wait, fit)
 }
 
-func (l *lazyCluster) CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error) {
+func (l *lazyCluster) CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error) {
 	cl, err := l.get()
 	if err != nil {
-		return pool.Pod{}, err
+		return poolapi.Pod{}, err
 	}
 	return cl.CreateCold(ctx, p, owner, why, timeout)
 }
 
-func (l *lazyCluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (l *lazyCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	cl, err := l.get()
 	if err != nil {
 		return -1, err
@@ -66,7 +67,7 @@ func (l *lazyCluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin
 
 // ExecBulk is the Cluster's ExecBulk when it has one, else its Exec
 // (executor.BulkExec).
-func (l *lazyCluster) ExecBulk(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (l *lazyCluster) ExecBulk(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	cl, err := l.get()
 	if err != nil {
 		return -1, err
@@ -74,7 +75,7 @@ func (l *lazyCluster) ExecBulk(ctx context.Context, p pool.Pod, argv []string, s
 	return executor.BulkExec(cl)(ctx, p, argv, stdin, stdout, stderr)
 }
 
-func (l *lazyCluster) Delete(ctx context.Context, p pool.Pod) error {
+func (l *lazyCluster) Delete(ctx context.Context, p poolapi.Pod) error {
 	cl, err := l.get()
 	if err != nil {
 		return err
@@ -82,7 +83,7 @@ func (l *lazyCluster) Delete(ctx context.Context, p pool.Pod) error {
 	return cl.Delete(ctx, p)
 }
 
-func (l *lazyCluster) PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error) {
+func (l *lazyCluster) PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.Pod, error) {
 	cl, err := l.get()
 	if err != nil {
 		return nil, err

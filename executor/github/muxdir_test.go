@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warmpod/warmpod/executor/mux"
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // A state directory the multiplexer cannot use (here: mode 0755) is a
@@ -20,7 +20,7 @@ func TestPrepareJobWarnsOfAnUnusableStateDirectory(t *testing.T) {
 	r := newRunner(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	f := &fakeCluster{warm: []pool.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}}
+	f := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}}
 	h, out, errb := r.hook(f)
 	// A multiplexer binary that never listens: only the directory matters.
 	h.Mux = &mux.Launcher{Argv: []string{"/bin/true"}, Dir: dir}

@@ -158,7 +158,7 @@ func TestPrepareJobReadsThePoolsFromTheCluster(t *testing.T) {
 // run_container_step), once each, and by no other; with --pools never.
 func TestWhichCommandsReadThePools(t *testing.T) {
 	defer goleak.VerifyNone(t)
-	state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod"}, Runner: "runner-0", Server: "s"})
+	state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod"}, Runner: "runner-0", Server: "s"})
 	sh := "sh"
 	for _, tc := range []struct {
 		name      string

@@ -65,7 +65,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 		fmt.Fprintf(debugWriter{h.Stdout}, "warmpod: the pool of image %s runs other services than the job's: a cold pod with the job's services\n", c.Image)
 	}
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
-	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
+	owner := poolapi.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
 	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(actionsEnv(c.EnvironmentVariables)), Owner: owner}
 	early := h.Mux.Early(muxKey(st))
 	defer early.Close()
@@ -230,10 +230,10 @@ func ports(mappings []string) map[string]string {
 func (h *Hook) cleanupJob(ctx context.Context, st *State) error {
 	core := h.core(st)
 	if st != nil {
-		core.End(ctx, &st.Pod, st.Job, pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner})
+		core.End(ctx, &st.Pod, st.Job, poolapi.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner})
 		h.Mux.Stop(muxKey(st), st.Job, st.Pod, core.Log)
 	}
-	core.End(ctx, nil, "", pool.Owner{Runner: h.runner()})
+	core.End(ctx, nil, "", poolapi.Owner{Runner: h.runner()})
 	return nil
 }
 
@@ -257,7 +257,7 @@ func (h *Hook) runContainerStep(ctx context.Context, job *State, c Container, ca
 		return err
 	}
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
-	owner := pool.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
+	owner := poolapi.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
 	core := h.core(job)
 	if job != nil {
 		// No stage runs in the job's own pod meanwhile: keep its lease.

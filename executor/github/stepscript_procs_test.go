@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // The processes a step's stage script starts besides the step itself are
@@ -94,7 +94,7 @@ type shellGrab struct {
 	argv [][]string
 }
 
-func (s *shellGrab) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (s *shellGrab) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) > 2 && argv[2] == "stage" {
 		s.argv = append(s.argv, argv)
 	}
@@ -109,7 +109,7 @@ func TestRunScriptStepRunsItsStageUnderSh(t *testing.T) {
 	c := &shellGrab{stepPod: &stepPod{fakeCluster: &fakeCluster{}, after: func(string) string { return "" }}}
 	h, out, errb := r.hook(&fakeCluster{})
 	h.Cluster = c
-	state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
+	state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
 	code, _ := r.call(h, CmdRunScriptStep, ScriptStepArgs{EntryPoint: "bash", EntryPointArgs: []string{"-e", "/__w/_temp/abc.sh"}}, state, nil)
 	require.Equal(t, 0, code, "stdout %s stderr %s", out, errb)
 	require.Len(t, c.argv, 1)

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // timedPod answers a step's stage with PID 1's start and end of it.
@@ -26,7 +26,7 @@ type timedPod struct {
 	started, ended time.Time
 }
 
-func (p *timedPod) Exec(ctx context.Context, pod pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (p *timedPod) Exec(ctx context.Context, pod poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) > 2 && argv[2] == "stage" {
 		var out bytes.Buffer
 		code, err := p.stepPod.Exec(ctx, pod, argv, stdin, stdout, &out)
@@ -59,7 +59,7 @@ func TestTimingsLinePerCall(t *testing.T) {
 			}
 			began := time.Now()
 			h.Began = began
-			state, _ := json.Marshal(State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
+			state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}, Runner: "runner-0"})
 			code, _ := r.call(h, CmdRunScriptStep, ScriptStepArgs{EntryPoint: "sh", EntryPointArgs: []string{"-e", "/__w/_temp/abc.sh"}}, state, nil)
 			require.Equal(t, 0, code, "stdout %s stderr %s", out, errb)
 			b, err := os.ReadFile(file)

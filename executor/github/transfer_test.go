@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // The piecer cuts what is written into pieces of chunk bytes whatever
@@ -161,7 +161,7 @@ type countingCluster struct {
 	failPiece   string // a put of this destination exits 1
 }
 
-func (c *countingCluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (c *countingCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	c.mu.Lock()
 	c.running++
 	c.hi = max(c.hi, c.running)
@@ -191,7 +191,7 @@ func TestSendWorkInParallel(t *testing.T) {
 	f := &countingCluster{fakeCluster: &fakeCluster{}}
 	h, out, _ := r.hook(nil)
 	h.Cluster, h.Cfg.Streams = f, 3
-	st := &State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
+	st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
 	_, err := h.sendWork(context.Background(), h.core(nil), st)
 	require.NoError(t, err)
 	assert.Equal(t, 3, f.hi, "Streams puts at once")
@@ -235,7 +235,7 @@ func TestSendWorkFails(t *testing.T) {
 			tc.setup(r, f)
 			h, _, _ := r.hook(nil)
 			h.Cluster, h.Cfg.Streams = f, 3
-			st := &State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
+			st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
 			_, err := h.sendWork(context.Background(), h.core(nil), st)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), strings.ReplaceAll(tc.wantErr, "%ROOT%", r.root))
@@ -255,7 +255,7 @@ func TestSendWorkCancelled(t *testing.T) {
 	f := &blockingCluster{started: make(chan struct{}, 100)}
 	h, _, _ := r.hook(nil)
 	h.Cluster, h.Cfg.Streams = f, 2
-	st := &State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
+	st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
 	errc := make(chan error, 1)
 	go func() {
 		_, err := h.sendWork(ctx, h.core(nil), st)
@@ -279,7 +279,7 @@ type blockingCluster struct {
 	started chan struct{}
 }
 
-func (b *blockingCluster) Exec(ctx context.Context, _ pool.Pod, _ []string, stdin io.Reader, _, _ io.Writer) (int, error) {
+func (b *blockingCluster) Exec(ctx context.Context, _ poolapi.Pod, _ []string, stdin io.Reader, _, _ io.Writer) (int, error) {
 	b.started <- struct{}{}
 	<-ctx.Done()
 	return -1, ctx.Err()
@@ -311,7 +311,7 @@ type bulkCluster struct {
 	bulk int
 }
 
-func (b *bulkCluster) ExecBulk(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (b *bulkCluster) ExecBulk(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	b.mu.Lock()
 	b.bulk++
 	b.mu.Unlock()
@@ -331,7 +331,7 @@ func TestSendWorkPiecesGoByTheBulkTransport(t *testing.T) {
 		if lazy {
 			h.Cluster = &lazyCluster{connect: func() (Cluster, error) { return f, nil }}
 		}
-		st := &State{Job: "gh-1", Pod: pool.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
+		st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
 		_, err := h.sendWork(context.Background(), h.core(nil), st)
 		require.NoError(t, err)
 		require.Greater(t, len(f.execs), 10)

@@ -34,7 +34,7 @@ type Cluster interface {
 	// AwaitResize waits until the kubelet has applied the in-place resize
 	// the claim sent, asking the pod through via
 	// ([pool.Cluster.AwaitResize]).
-	AwaitResize(ctx context.Context, p pool.Pod, timeout time.Duration, via pool.Execer) error
+	AwaitResize(ctx context.Context, p poolapi.Pod, timeout time.Duration, via pool.Execer) error
 	// Nodes lists the nodes a template's pods may run on, with what each
 	// can allocate ([pool.Cluster.Nodes]).
 	Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]pool.Node, error)
@@ -147,8 +147,8 @@ func (d *Driver) Config() error {
 
 // state is what prepare leaves for run and cleanup.
 type state struct {
-	Job string   `json:"job"`
-	Pod pool.Pod `json:"pod"`
+	Job string      `json:"job"`
+	Pod poolapi.Pod `json:"pod"`
 	// Seq numbers the run calls: each gets the in-pod stage name
 	// "NN-STAGE", because the runner calls run again with the same stage
 	// name when it retries (GET_SOURCES_ATTEMPTS and friends) and a
@@ -159,9 +159,9 @@ type state struct {
 
 // owner names the job's pods: job ids are unique per GitLab instance
 // only, and a runner can serve several.
-func (d *Driver) owner(job Job) pool.Owner {
+func (d *Driver) owner(job Job) poolapi.Owner {
 	h := sha256.Sum256([]byte(d.Env["CUSTOM_ENV_CI_SERVER_URL"]))
-	return pool.Owner{Job: job.ID, Server: hex.EncodeToString(h[:8])}
+	return poolapi.Owner{Job: job.ID, Server: hex.EncodeToString(h[:8])}
 }
 
 func (d *Driver) statePath(job Job) string {
@@ -348,7 +348,7 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var pod *pool.Pod
+	var pod *poolapi.Pod
 	st, err := d.loadState(job)
 	if err == nil {
 		pod = &st.Pod
@@ -360,7 +360,7 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	d.core(job, st).End(ctx, pod, job.ID, d.owner(job))
 	// Without a state the pod is unknown: the multiplexer refuses the
 	// Shutdown, and ends with the job in the pod (its pod is deleted).
-	var muxPod pool.Pod
+	var muxPod poolapi.Pod
 	if pod != nil {
 		muxPod = *pod
 	}
@@ -417,10 +417,10 @@ func (d *Driver) fitResources(ctx context.Context, ej *executor.Job, p pool.Pool
 		return warm, nil
 	}
 	ej.Resize = &want
-	ej.Fit = func(ctx context.Context, cl executor.Cluster, pod pool.Pod) error {
+	ej.Fit = func(ctx context.Context, cl executor.Cluster, pod poolapi.Pod) error {
 		t0 := d.Now()
-		if pod.Resizing != nil {
-			t0 = pod.Resizing.Sent
+		if pod.Resize != nil {
+			t0 = pod.Resize.SentAt()
 		}
 		if err := d.Cluster.AwaitResize(ctx, pod, d.Cfg.ResizeTimeout, cl); err != nil {
 			err = fmt.Errorf("resize to %s: %w", describe(want), err)

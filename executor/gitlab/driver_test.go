@@ -21,12 +21,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // fakeCluster records what the driver asks for and answers from a script.
 type fakeCluster struct {
 	mu      sync.Mutex
-	warm    []pool.Pod // handed out by ClaimWarm, in order
+	warm    []poolapi.Pod // handed out by ClaimWarm, in order
 	colds   int
 	deleted []string
 	execs   [][]string
@@ -38,7 +39,7 @@ type fakeCluster struct {
 	// resize answers AwaitResize (nil: success); resized records the
 	// claims' resizes; refuse, when set, is ClaimWarm's answer to a
 	// resize (nothing claimed).
-	resize  func(p pool.Pod, res corev1.ResourceRequirements) error
+	resize  func(p poolapi.Pod, res corev1.ResourceRequirements) error
 	resized []string
 	refuse  error
 	// coldPools records the pools CreateCold made pods from.
@@ -63,17 +64,17 @@ func (f *fakeCluster) Pools(context.Context) (*pool.Set, error) {
 	return f.pools, nil
 }
 
-func (f *fakeCluster) AwaitResize(_ context.Context, p pool.Pod, _ time.Duration, _ pool.Execer) error {
+func (f *fakeCluster) AwaitResize(_ context.Context, p poolapi.Pod, _ time.Duration, _ pool.Execer) error {
 	f.mu.Lock()
 	fn := f.resize
 	f.mu.Unlock()
-	if fn == nil || p.Resizing == nil {
+	if fn == nil || p.Resize == nil {
 		return nil
 	}
-	return fn(p, p.Resizing.Want)
+	return fn(p, p.Resize.(*pool.Resizing).Want)
 }
 
-func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ pool.Owner, _ time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
+func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ poolapi.Owner, _ time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.warm) == 0 {
@@ -85,21 +86,21 @@ func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ pool.Owner, _ 
 		if f.refuse != nil {
 			return nil, f.refuse
 		}
-		pod.Resizing = &pool.Resizing{Want: *fit, Sent: time.Now()}
+		pod.Resize = &pool.Resizing{Want: *fit, Sent: time.Now()}
 	}
 	f.warm = f.warm[1:]
 	return &pod, nil
 }
 
-func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ pool.Owner, _ pool.Cold, _ time.Duration) (pool.Pod, error) {
+func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ poolapi.Owner, _ pool.Cold, _ time.Duration) (poolapi.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.colds++
 	f.coldPools = append(f.coldPools, p)
-	return pool.Pod{Name: fmt.Sprintf("cold-%d", f.colds), Namespace: "ci", UID: "u", Pool: p.Name, Bin: p.Bin, Hash: p.Hash}, nil
+	return poolapi.Pod{Name: fmt.Sprintf("cold-%d", f.colds), Namespace: "ci", UID: "u", Pool: p.Name, Bin: p.Bin, Hash: p.Hash}, nil
 }
 
-func (f *fakeCluster) Exec(_ context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (f *fakeCluster) Exec(_ context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var in []byte
 	if stdin != nil {
 		// The stage stdin is held open after the script: read what is there.
@@ -120,14 +121,16 @@ func (f *fakeCluster) Exec(_ context.Context, p pool.Pod, argv []string, stdin i
 	return fn(argv, in, stdout, stderr)
 }
 
-func (f *fakeCluster) Delete(_ context.Context, p pool.Pod) error {
+func (f *fakeCluster) Delete(_ context.Context, p poolapi.Pod) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deleted = append(f.deleted, p.Name)
 	return nil
 }
 
-func (f *fakeCluster) PodsOfJob(context.Context, pool.Owner) ([]pool.Pod, error) { return nil, nil }
+func (f *fakeCluster) PodsOfJob(context.Context, poolapi.Owner) ([]poolapi.Pod, error) {
+	return nil, nil
+}
 
 const manifest = `
 apiVersion: apps/v1
@@ -166,7 +169,7 @@ func TestConfigJSON(t *testing.T) {
 }
 
 func TestPrepareWarmThenJobStart(t *testing.T) {
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Bin: "/wp/warmpod", Hash: "h", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Bin: "/wp/warmpod", Hash: "h", Warm: true, Pool: "alpine"}}}
 	d, out, _ := newDriver(t, fc, nil)
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Contains(t, out.String(), "job 42 runs on warm pod w1")
@@ -187,7 +190,7 @@ func TestPrepareWarmThenJobStart(t *testing.T) {
 }
 
 func TestPrepareRefusedPodIsDeletedAndNextTried(t *testing.T) {
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true}, {Name: "w2", Warm: true}}}
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true}, {Name: "w2", Warm: true}}}
 	fc.exec = func(argv []string, _ []byte, _, stderr io.Writer) (int, error) {
 		if len(fc.execs) == 1 {
 			fmt.Fprintln(stderr, "warmpod: busy")
@@ -203,7 +206,7 @@ func TestPrepareRefusedPodIsDeletedAndNextTried(t *testing.T) {
 }
 
 func TestPrepareStopsOnForbidden(t *testing.T) {
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true}, {Name: "w2", Warm: true}}}
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true}, {Name: "w2", Warm: true}}}
 	fc.exec = func([]string, []byte, io.Writer, io.Writer) (int, error) {
 		return -1, errors.New(`unable to upgrade streaming request: pods "w1" is forbidden: User "x" cannot get resource "pods/exec"`)
 	}
@@ -248,7 +251,7 @@ func stageAnswer(stdout, stderr io.Writer, output string, code int) {
 
 func prepared(t *testing.T, fc *fakeCluster) (*Driver, *bytes.Buffer, *bytes.Buffer, string) {
 	t.Helper()
-	fc.warm = []pool.Pod{{Name: "w1", Bin: "/wp/warmpod", Warm: true}}
+	fc.warm = []poolapi.Pod{{Name: "w1", Bin: "/wp/warmpod", Warm: true}}
 	d, out, errb := newDriver(t, fc, nil)
 	require.NoError(t, d.Prepare(context.Background()))
 	out.Reset()

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 func TestServicesFromEnv(t *testing.T) {
@@ -203,7 +204,7 @@ func TestOverwritesIgnoredSayWhichFlag(t *testing.T) {
 		`KUBERNETES_EPHEMERAL_STORAGE_LIMIT="1" ignored: warmpod-gitlab prepare runs without --ephemeral-storage-limit-overwrite-max-allowed, which would allow it`,
 	}, notes)
 
-	d, out := resizeDriver(t, &fakeCluster{warm: []pool.Pod{{Name: "w1", Pool: "alpine", Bin: "/wp/warmpod"}}},
+	d, out := resizeDriver(t, &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Pool: "alpine", Bin: "/wp/warmpod"}}},
 		map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_LIMIT": "2"})
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Contains(t, out.String(), "warmpod: KUBERNETES_CPU_LIMIT=\"2\" ignored: warmpod-gitlab prepare runs without --cpu-limit-overwrite-max-allowed")
@@ -220,7 +221,7 @@ func resizeDriver(t *testing.T, fc *fakeCluster, env map[string]string) (*Driver
 }
 
 func TestPrepareResizesAWarmPodInPlace(t *testing.T) {
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 	d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "500m", "CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT": "256Mi"})
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Equal(t, []string{"w1 requests cpu=500m memory=32Mi, limits memory=256Mi"}, fc.resized, "the template's request kept, the job's put over it")
@@ -235,8 +236,8 @@ func TestPrepareFallsBackColdWhenTheResizeFails(t *testing.T) {
 		t.Run(rerr.Error(), func(t *testing.T) {
 			// A node that fits: an infeasible answer is this node's only
 			// (TestPrepareInfeasibleResizeSpendsNoPod has the rest).
-			fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
-				resize: func(pool.Pod, corev1.ResourceRequirements) error { return rerr },
+			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
+				resize: func(poolapi.Pod, corev1.ResourceRequirements) error { return rerr },
 				nodes:  []pool.Node{fakeNode("big", "4", "8Gi")}}
 			d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "2"})
 			require.NoError(t, d.Prepare(context.Background()))
@@ -254,7 +255,7 @@ func TestPrepareFallsBackColdWhenTheResizeFails(t *testing.T) {
 // A resize the API server refuses is refused before the claim: no pod is
 // claimed or deleted.
 func TestPrepareGoesColdWhenNoPodCanBeResized(t *testing.T) {
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
 		refuse: fmt.Errorf("%w: the QoS class would change", pool.ErrResizeUnsupported)}
 	d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "2"})
 	require.NoError(t, d.Prepare(context.Background()))
@@ -267,7 +268,7 @@ func TestPrepareGoesColdWhenNoPodCanBeResized(t *testing.T) {
 }
 
 func TestPrepareEphemeralStorageGoesCold(t *testing.T) {
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 	d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_EPHEMERAL_STORAGE_LIMIT": "4Gi"})
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Empty(t, fc.resized)
@@ -289,7 +290,7 @@ func TestServiceContainerNamesDoNotCollide(t *testing.T) {
 }
 
 func TestPrepareRefusesARequestAboveItsLimit(t *testing.T) {
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 	// The pool requests 32Mi; a 16Mi limit is below it.
 	d, _ := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT": "16Mi"})
 	err := d.Prepare(context.Background())
@@ -301,7 +302,7 @@ func TestPrepareRefusesARequestAboveItsLimit(t *testing.T) {
 }
 
 func TestPrepareRefusesAnOverwriteAboveItsBound(t *testing.T) {
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 	d, _ := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT": "2Gi"})
 	err := d.Prepare(context.Background())
 	var se *SystemError
@@ -316,7 +317,7 @@ func TestPrepareReadsThePoolsFromTheCluster(t *testing.T) {
 	set, err := pool.Parse(strings.NewReader(servicePools))
 	require.NoError(t, err)
 	set.Warnings = []string{`Deployment "broken": no container runs warmpod`}
-	fc := &fakeCluster{pools: set, warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine-web"}}}
+	fc := &fakeCluster{pools: set, warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine-web"}}}
 	d, out, _ := newDriver(t, fc, map[string]string{"CUSTOM_ENV_CI_JOB_SERVICES": `[{"name":"nginx:1","alias":"web","entrypoint":null,"command":null,"variables":{"GREETING":"hi"}}]`})
 	d.Cfg.Pools = nil
 	require.NoError(t, d.Prepare(context.Background()))
@@ -334,7 +335,7 @@ func TestPrepareReadsThePoolsFromTheCluster(t *testing.T) {
 }
 
 func TestPrepareRefusesMalformedServices(t *testing.T) {
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true}}}
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true}}}
 	d, _, _ := newDriver(t, fc, map[string]string{"CUSTOM_ENV_CI_JOB_SERVICES": `{"oops"`})
 	err := d.Prepare(context.Background())
 	var se *SystemError

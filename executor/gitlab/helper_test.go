@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // payloadFile writes a job payload as the runner writes $JOB_RESPONSE_FILE.
@@ -116,7 +117,7 @@ func TestPrepareRefusesArtifactsWithoutTheHelper(t *testing.T) {
 		"the helper":               {inits: `[{name: h, image: x/gitlab-runner-helper:v1, command: [cp, /usr/bin/gitlab-runner-helper, /t/gitlab-runner]}]`, payload: withArtifacts},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 			d, out, _ := newDriver(t, fc, map[string]string{"JOB_RESPONSE_FILE": payloadFile(t, tc.payload)})
 			d.Cfg.Pools = &pool.Set{Pools: []pool.Pool{helperPool(t, "alpine:3.20", tc.inits, "{}")}}
 			err := d.Prepare(context.Background())
@@ -156,7 +157,7 @@ func TestPrepareStagesTheHelperOnTheBuildsVolume(t *testing.T) {
 		"nothing for the helper": {payload: `{"artifacts":null}`, want: []any{}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 			d, _, _ := newDriver(t, fc, map[string]string{"JOB_RESPONSE_FILE": payloadFile(t, tc.payload)})
 			d.Cfg.Pools = &pool.Set{Pools: []pool.Pool{helperPool(t, "alpine:3.20", helper, "{}")}}
 			require.NoError(t, d.Prepare(context.Background()))

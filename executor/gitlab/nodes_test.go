@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 func fakeNode(name, cpu, mem string) pool.Node {
@@ -48,7 +49,7 @@ func TestPrepareRefusesARequestNoNodeCanHold(t *testing.T) {
 			note: "no node matches pool alpine's nodeName and nodeSelector"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}, nodes: tc.nodes, nodesErr: tc.nodesErr}
+			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}, nodes: tc.nodes, nodesErr: tc.nodesErr}
 			d, out := resizeDriver(t, fc, tc.env)
 			d.Cfg.Bounds.MemoryRequest = "2Gi"
 			err := d.Prepare(context.Background())
@@ -71,7 +72,7 @@ func TestPrepareRefusesARequestNoNodeCanHold(t *testing.T) {
 	}
 
 	// A job that asks for nothing is not checked: its pod is the pool's.
-	fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}, nodes: []pool.Node{fakeNode("n1", "1m", "1Mi")}}
+	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}, nodes: []pool.Node{fakeNode("n1", "1m", "1Mi")}}
 	d, _ := resizeDriver(t, fc, nil)
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Zero(t, fc.nodesAsked)
@@ -84,11 +85,11 @@ func TestPrepareRefusesARequestNoNodeCanHold(t *testing.T) {
 // checked, both in the trace, and no second warm pod or cold pod is
 // tried. When a node was seen that fits, the job gets a cold pod.
 func TestPrepareInfeasibleResizeSpendsNoPod(t *testing.T) {
-	infeasible := func(pool.Pod, corev1.ResourceRequirements) error {
+	infeasible := func(poolapi.Pod, corev1.ResourceRequirements) error {
 		return fmt.Errorf("%w: Node didn't have enough capacity: cpu, requested: 2000, capacity: 1000; %w", pool.ErrResizeInfeasible, pool.ErrGivenBack)
 	}
 	env := map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "2"}
-	warm := []pool.Pod{{Name: "w1", Warm: true, Pool: "alpine"}, {Name: "w2", Warm: true, Pool: "alpine"}}
+	warm := []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}, {Name: "w2", Warm: true, Pool: "alpine"}}
 
 	t.Run("nodes unreadable: refused", func(t *testing.T) {
 		fc := &fakeCluster{warm: slices.Clone(warm), resize: infeasible,

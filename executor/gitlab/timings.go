@@ -10,6 +10,7 @@ import (
 
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Span is one timed step of a driver call in its --timings line (the
@@ -45,11 +46,11 @@ func (d *Driver) timed(cl executor.Cluster) executor.Cluster {
 
 // timedAttach wraps a Core's Attach: the multiplexer's handover is a
 // Span, and the job start through it is timed too.
-func (d *Driver) timedAttach(att func(pool.Pod) (executor.Cluster, func(bool))) func(pool.Pod) (executor.Cluster, func(bool)) {
+func (d *Driver) timedAttach(att func(poolapi.Pod) (executor.Cluster, func(bool))) func(poolapi.Pod) (executor.Cluster, func(bool)) {
 	if d.Cfg.Timings == "" || att == nil {
 		return att
 	}
-	return func(pod pool.Pod) (executor.Cluster, func(bool)) {
+	return func(pod poolapi.Pod) (executor.Cluster, func(bool)) {
 		t0 := d.Now()
 		cl, release := att(pod)
 		d.Span("multiplexer handover", t0)
@@ -63,17 +64,17 @@ type timedCluster struct {
 	d *Driver
 }
 
-func (t *timedCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner pool.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*pool.Pod, error) {
+func (t *timedCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
 	defer t.d.Span("claim warm (list idle pods, patch)", t.d.Now())
 	return t.Cluster.ClaimWarm(ctx, p, owner, wait, fit)
 }
 
-func (t *timedCluster) CreateCold(ctx context.Context, p pool.Pool, owner pool.Owner, why pool.Cold, timeout time.Duration) (pool.Pod, error) {
+func (t *timedCluster) CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error) {
 	defer t.d.Span("create cold pod, wait Ready", t.d.Now())
 	return t.Cluster.CreateCold(ctx, p, owner, why, timeout)
 }
 
-func (t *timedCluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (t *timedCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	name := "exec"
 	if len(argv) >= 3 {
 		name += " " + strings.Join(argv[1:3], " ")
@@ -82,12 +83,12 @@ func (t *timedCluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdi
 	return t.Cluster.Exec(ctx, p, argv, stdin, stdout, stderr)
 }
 
-func (t *timedCluster) Delete(ctx context.Context, p pool.Pod) error {
+func (t *timedCluster) Delete(ctx context.Context, p poolapi.Pod) error {
 	defer t.d.Span("delete pod", t.d.Now())
 	return t.Cluster.Delete(ctx, p)
 }
 
-func (t *timedCluster) PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error) {
+func (t *timedCluster) PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.Pod, error) {
 	defer t.d.Span("list pods of job", t.d.Now())
 	return t.Cluster.PodsOfJob(ctx, owner)
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // With --timings, each call's line names its steps (the benchmark's
@@ -30,7 +30,7 @@ func TestTimingsSpans(t *testing.T) {
 		{name: "without", wantCalls: map[string][]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fc := &fakeCluster{warm: []pool.Pod{{Name: "w1", Bin: "/wp/warmpod", Warm: true}}}
+			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Bin: "/wp/warmpod", Warm: true}}}
 			d, _, _ := newDriver(t, fc, nil)
 			file := filepath.Join(t.TempDir(), "timings.jsonl")
 			if tc.timings {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/muxproto"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Cluster is an executor.Cluster whose Exec into the job's pod goes
@@ -26,7 +26,7 @@ type Cluster struct {
 	// it must serve (it refuses a call for another).
 	Sock string
 	Job  string
-	Pod  pool.Pod
+	Pod  poolapi.Pod
 	// Log gets one line when this process falls back to direct exec.
 	Log io.Writer
 	// Accepted, when set, is called when the multiplexer has taken a
@@ -56,7 +56,7 @@ const answerTimeout = 20 * time.Second
 // exec's; a call the multiplexer took and then lost (its stream into the
 // pod broke, or it died) is a broken stream, which the core's stage
 // reattaches with --offset.
-func (c *Cluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (c *Cluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	// Only warmpod's own job commands go over the stream (attach runs
 	// nothing else); a shell (the workspace transfer) goes direct.
 	if c.usable() && p.UID == c.Pod.UID && muxproto.Carried(argv) {
@@ -76,7 +76,7 @@ func (c *Cluster) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.
 // Delete deletes the job's pod through the multiplexer's connection when
 // it answers (cleanup then needs no connection of its own), directly
 // otherwise.
-func (c *Cluster) Delete(ctx context.Context, p pool.Pod) error {
+func (c *Cluster) Delete(ctx context.Context, p poolapi.Pod) error {
 	if c.usable() && p.UID == c.Pod.UID {
 		err := c.request(ctx, request{Op: "delete"}, nil)
 		if !errors.Is(err, errUnavailable) {
@@ -87,9 +87,9 @@ func (c *Cluster) Delete(ctx context.Context, p pool.Pod) error {
 }
 
 // PodsOfJob lists the pods labelled for owner as Delete does.
-func (c *Cluster) PodsOfJob(ctx context.Context, owner pool.Owner) ([]pool.Pod, error) {
+func (c *Cluster) PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.Pod, error) {
 	if c.usable() && owner.Job == c.Job {
-		var pods []pool.Pod
+		var pods []poolapi.Pod
 		err := c.request(ctx, request{Op: "pods-of-job", Owner: owner}, &pods)
 		if !errors.Is(err, errUnavailable) {
 			return pods, err

@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/muxproto"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Spec is what a multiplexer process is started with (JSON on its stdin;
@@ -31,8 +31,8 @@ type Spec struct {
 	// Sock is the unix socket it listens on.
 	Sock string `json:"sock"`
 	// Job and Pod are the job and pod it serves.
-	Job string   `json:"job"`
-	Pod pool.Pod `json:"pod"`
+	Job string      `json:"job"`
+	Pod poolapi.Pod `json:"pod"`
 	// LeaseTTL and Runner, when both are set, make the multiplexer renew
 	// the job's lease while Runner's process lives ([KeepLease]): for a
 	// CI system whose job holds its pod between calls without a stage
@@ -237,7 +237,7 @@ func PrivateDir(dir string) error {
 // died is removed. The Shutdown goes after a Hello naming the job and the
 // pod's uid, as every call does: the multiplexer refuses it otherwise.
 // Stop never fails: nothing is there afterwards, or it is said on log.
-func Stop(sock, job string, pod pool.Pod, log io.Writer) {
+func Stop(sock, job string, pod poolapi.Pod, log io.Writer) {
 	conn, err := net.DialTimeout("unix", sock, time.Second)
 	if err == nil {
 		w := muxproto.NewWriter(conn)
@@ -379,7 +379,7 @@ func (l *Launcher) Sock(key string) string { return SocketPath(l.Dir, key) }
 
 // Wrap returns cl with Exec through the multiplexer of job (keyed key)
 // on pod, falling back to cl's own ([Cluster]); nil l returns cl.
-func (l *Launcher) Wrap(cl executor.Cluster, key, job string, pod pool.Pod, log io.Writer) executor.Cluster {
+func (l *Launcher) Wrap(cl executor.Cluster, key, job string, pod poolapi.Pod, log io.Writer) executor.Cluster {
 	if l == nil {
 		return cl
 	}
@@ -388,7 +388,7 @@ func (l *Launcher) Wrap(cl executor.Cluster, key, job string, pod pool.Pod, log 
 
 // Stop stops the multiplexer keyed key, which serves job on pod; see
 // [Stop].
-func (l *Launcher) Stop(key, job string, pod pool.Pod, log io.Writer) {
+func (l *Launcher) Stop(key, job string, pod poolapi.Pod, log io.Writer) {
 	if l != nil {
 		Stop(l.Sock(key), job, pod, log)
 	}
@@ -426,7 +426,7 @@ func (e *Early) Close() {
 	}
 }
 
-func (e *Early) start(job string, pod pool.Pod) error {
+func (e *Early) start(job string, pod poolapi.Pod) error {
 	spec := Spec{Sock: e.l.Sock(e.key), Job: job, Pod: pod, LeaseTTL: e.l.LeaseTTL, Runner: e.l.Runner}
 	if p := e.p; p != nil {
 		e.p = nil
@@ -446,12 +446,12 @@ func (e *Early) start(job string, pod pool.Pod) error {
 // state directory (ErrStateDir) is said once on warn instead, with the
 // fix: warn is the CI system's default log level, since the job is
 // slower for it until someone acts. Nil e returns nil (no Attach).
-func (e *Early) Attacher(cl executor.Cluster, job string, log, warn io.Writer) func(pool.Pod) (executor.Cluster, func(bool)) {
+func (e *Early) Attacher(cl executor.Cluster, job string, log, warn io.Writer) func(poolapi.Pod) (executor.Cluster, func(bool)) {
 	if e == nil {
 		return nil
 	}
 	l, key := e.l, e.key
-	return func(pod pool.Pod) (executor.Cluster, func(bool)) {
+	return func(pod poolapi.Pod) (executor.Cluster, func(bool)) {
 		if err := e.start(job, pod); err != nil {
 			switch {
 			case !errors.Is(err, ErrStateDir):

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Runner is the process on the executor's host whose life is the job's:
@@ -105,7 +105,7 @@ func runnerGone(ctx context.Context, r Runner) <-chan struct{} {
 // not end the job, and a runner that dies still leaves a pod whose lease
 // lapses within ttl, as when nothing renews it. It returns true when the
 // runner is gone.
-func KeepLease(ctx context.Context, cl executor.Cluster, pod pool.Pod, job string, ttl time.Duration, r Runner, log io.Writer) bool {
+func KeepLease(ctx context.Context, cl executor.Cluster, pod poolapi.Pod, job string, ttl time.Duration, r Runner, log io.Writer) bool {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gone := runnerGone(ctx, r)

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // renewPod counts the lease renewals (`job status --job ID`) made in it.
@@ -22,7 +22,7 @@ type renewPod struct {
 	renewals atomic.Int32
 }
 
-func (r *renewPod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (r *renewPod) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) == 5 && argv[2] == "status" && argv[3] == "--job" && argv[4] == "j1" {
 		r.renewals.Add(1)
 	}

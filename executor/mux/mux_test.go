@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/muxproto"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // fakePod is an executor.Cluster whose Exec of `job attach` runs a
@@ -48,17 +48,17 @@ type fakePod struct {
 	cuts             atomic.Int32
 }
 
-func (f *fakePod) Delete(ctx context.Context, p pool.Pod) error {
+func (f *fakePod) Delete(ctx context.Context, p poolapi.Pod) error {
 	f.deletes.Add(1)
 	return nil
 }
 
-func (f *fakePod) PodsOfJob(ctx context.Context, o pool.Owner) ([]pool.Pod, error) {
+func (f *fakePod) PodsOfJob(ctx context.Context, o poolapi.Owner) ([]poolapi.Pod, error) {
 	f.lists.Add(1)
-	return []pool.Pod{testPod}, nil
+	return []poolapi.Pod{testPod}, nil
 }
 
-func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (f *fakePod) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) < 5 || argv[2] != "attach" {
 		f.direct.Add(1)
 		if stdin != nil {
@@ -137,7 +137,7 @@ func (f *fakePod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.
 	}
 }
 
-var testPod = pool.Pod{Name: "p-1", UID: "uid-1", Bin: "/warmpod/warmpod"}
+var testPod = poolapi.Pod{Name: "p-1", UID: "uid-1", Bin: "/warmpod/warmpod"}
 
 // serve runs a Server for job j on a socket in a temporary directory and
 // returns the socket, the fake pod and the channel Serve's reason comes on.
@@ -225,12 +225,12 @@ func TestFallsBackToDirectExec(t *testing.T) {
 	cases := []struct {
 		name string
 		c    *Cluster
-		pod  pool.Pod
+		pod  poolapi.Pod
 		says string
 	}{
 		{"no socket", client(sock+".missing", "j1", fp, nil), testPod, "no such file"},
 		{"another job's multiplexer", client(sock, "j2", fp, nil), testPod, "serves job j1"},
-		{"another pod", client(sock, "j1", fp, nil), pool.Pod{Name: "p-2", UID: "uid-2"}, ""},
+		{"another pod", client(sock, "j1", fp, nil), poolapi.Pod{Name: "p-2", UID: "uid-2"}, ""},
 		{"not a warmpod job command", client(sock, "j1", fp, nil), testPod, ""},
 	}
 	for _, tc := range cases {
@@ -327,17 +327,17 @@ func TestCleanupRequestsUseTheMultiplexersConnection(t *testing.T) {
 	direct := &fakePod{}
 	c := client(sock, "j1", direct, io.Discard)
 	require.NoError(t, c.Delete(context.Background(), testPod))
-	pods, err := c.PodsOfJob(context.Background(), pool.Owner{Job: "j1"})
+	pods, err := c.PodsOfJob(context.Background(), poolapi.Owner{Job: "j1"})
 	require.NoError(t, err)
-	assert.Equal(t, []pool.Pod{testPod}, pods)
+	assert.Equal(t, []poolapi.Pod{testPod}, pods)
 	assert.EqualValues(t, 1, fp.deletes.Load())
 	assert.EqualValues(t, 1, fp.lists.Load())
 	assert.Zero(t, direct.deletes.Load()+direct.lists.Load(), "nothing went direct")
 
 	// Another job's pods, another pod: never through this multiplexer.
-	_, err = c.PodsOfJob(context.Background(), pool.Owner{Runner: "r"})
+	_, err = c.PodsOfJob(context.Background(), poolapi.Owner{Runner: "r"})
 	require.NoError(t, err)
-	require.NoError(t, c.Delete(context.Background(), pool.Pod{Name: "p-2", UID: "uid-2"}))
+	require.NoError(t, c.Delete(context.Background(), poolapi.Pod{Name: "p-2", UID: "uid-2"}))
 	assert.EqualValues(t, 1, direct.deletes.Load())
 	assert.EqualValues(t, 1, direct.lists.Load())
 	assert.EqualValues(t, 1, fp.deletes.Load()+fp.lists.Load()-1)
@@ -392,7 +392,7 @@ type refusingPod struct {
 	gate chan struct{}
 }
 
-func (f *refusingPod) Exec(ctx context.Context, p pool.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (f *refusingPod) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	if len(argv) >= 3 && argv[2] == "attach" {
 		<-f.gate
 		f.attaches.Add(1)

@@ -32,9 +32,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/muxproto"
 	"github.com/warmpod/warmpod/podcmd"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // Default bounds of a multiplexer's life (Server.Idle, Server.Reattach).
@@ -64,7 +64,7 @@ type Server struct {
 	Cluster executor.Cluster
 	// Pod and Job are the only pod and job the multiplexer serves: a
 	// call that names another is refused.
-	Pod pool.Pod
+	Pod poolapi.Pod
 	Job string
 	// Log gets the multiplexer's own notes (its stderr).
 	Log io.Writer
@@ -666,8 +666,8 @@ func checkPeer(c *net.UnixConn) error {
 type request struct {
 	// Op is "delete" (the job's pod, uid precondition) or "pods-of-job"
 	// (the pods labelled for Owner, whose Job must be this one's).
-	Op    string     `json:"op"`
-	Owner pool.Owner `json:"owner,omitempty"`
+	Op    string        `json:"op"`
+	Owner poolapi.Owner `json:"owner,omitempty"`
 }
 
 func (s *Server) serveRequest(ctx context.Context, w *muxproto.Writer, f muxproto.Frame) {

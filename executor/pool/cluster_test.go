@@ -94,7 +94,7 @@ func TestPoolsFromTheCluster(t *testing.T) {
 	assert.False(t, golang.Stale(), "the warning says what to do instead")
 
 	// A pending pool claims nothing.
-	pod, err := k.ClaimWarm(context.Background(), alpine, Owner{Job: "1"}, 0, nil)
+	pod, err := k.ClaimWarm(context.Background(), alpine, poolapi.Owner{Job: "1"}, 0, nil)
 	require.NoError(t, err)
 	assert.Nil(t, pod)
 }
@@ -168,11 +168,11 @@ func TestAwaitResizeAgainstTheAPI(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "ci", Generation: 2},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build"}}}}
 	}
-	target := Pod{Name: "w1", Namespace: "ci", Container: "build", Resizing: &Resizing{Want: want, Before: pod(), Sent: time.Now()}}
+	target := poolapi.Pod{Name: "w1", Namespace: "ci", Container: "build", Resize: &Resizing{Want: want, Before: pod(), Sent: time.Now()}}
 
 	t.Run("nothing to wait for", func(t *testing.T) {
 		cs := fake.NewClientset()
-		require.NoError(t, (&Cluster{CS: cs, Namespace: "ci"}).AwaitResize(context.Background(), Pod{Name: "w1"}, time.Second, nil))
+		require.NoError(t, (&Cluster{CS: cs, Namespace: "ci"}).AwaitResize(context.Background(), poolapi.Pod{Name: "w1"}, time.Second, nil))
 		assert.Empty(t, cs.Actions())
 	})
 

@@ -29,33 +29,6 @@ import (
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// Pod is a pod the driver holds for one job (the state file between the
-// runner's calls keeps it as JSON).
-type Pod struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
-	// UID is the precondition of every delete: a newer pod that reuses
-	// the name is never touched.
-	UID string `json:"uid"`
-	// Pool is the pool's name (poolapi.LabelPool).
-	Pool string `json:"pool"`
-	// Container runs warmpod; execs go there.
-	Container string `json:"container"`
-	// Bin is the warmpod binary's path in Container.
-	Bin string `json:"bin"`
-	// Hash is the pod's hash label (Pool.HashLabel), sent as the job's
-	// config_hash.
-	Hash string `json:"config_hash"`
-	// Warm is true for a claimed pool pod, false for a cold one.
-	Warm bool `json:"warm"`
-	// Sidecars counts the pod's containers other than warmpod's (a job's
-	// services): Delete gives them SidecarGrace.
-	Sidecars int `json:"sidecars,omitempty"`
-	// Resizing is the in-place resize ClaimWarm sent for this claim; nil:
-	// none. It lives only in the call that claimed the pod.
-	Resizing *Resizing `json:"-"`
-}
-
 // SidecarGrace is the termination grace period Delete gives a pod with
 // sidecars. warmpod's own container ends as soon as its job has (job end
 // gave the job's processes their --grace already), but a service is
@@ -112,7 +85,7 @@ var ErrNotReady = errors.New("pod not ready")
 // ReplicaSet makes a new one, unless the claimer resized it back to the
 // pool's resources (an infeasible resize, [Cluster.AwaitResize]): such a
 // pod is claimed again.
-func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*Pod, error) {
+func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
 	if p.Pending {
 		return nil, nil
 	}
@@ -137,9 +110,14 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner Owner, wait time.
 		for i := range ready {
 			pod, resizing, err := k.claimFit(ctx, &ready[i], p.Container, owner, time.Since(began), fit)
 			if err == nil {
-				return &Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
-					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true, Sidecars: len(p.Sidecars()),
-					Resizing: resizing}, nil
+				claimed := &poolapi.Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
+					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true, Sidecars: len(p.Sidecars())}
+				if resizing != nil {
+					// Not a nil *Resizing in the interface: that would be
+					// a resize to wait for.
+					claimed.Resize = resizing
+				}
+				return claimed, nil
 			}
 			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 				continue
@@ -217,7 +195,7 @@ func resizedByClaimer(pod *corev1.Pod) bool {
 // claimFit claims listed for owner, resized to fit first when fit is set
 // (see [Cluster.ClaimWarm]). A conflict or a pod gone is returned as the
 // API server's error: the caller tries the next pod.
-func (k *Cluster) claimFit(ctx context.Context, listed *corev1.Pod, container string, owner Owner, waited time.Duration, fit *corev1.ResourceRequirements) (*corev1.Pod, *Resizing, error) {
+func (k *Cluster) claimFit(ctx context.Context, listed *corev1.Pod, container string, owner poolapi.Owner, waited time.Duration, fit *corev1.ResourceRequirements) (*corev1.Pod, *Resizing, error) {
 	if fit == nil {
 		pod, err := k.claim(ctx, listed, owner, waited)
 		return pod, nil, err
@@ -292,7 +270,7 @@ const (
 // the pod is still at the resourceVersion we saw (a JSON merge patch that
 // carries metadata.resourceVersion is refused with 409 when it differs).
 // waited is how long the driver has looked so far (poolapi.AnnotationClaimWait).
-func (k *Cluster) claim(ctx context.Context, pod *corev1.Pod, owner Owner, waited time.Duration) (*corev1.Pod, error) {
+func (k *Cluster) claim(ctx context.Context, pod *corev1.Pod, owner poolapi.Owner, waited time.Duration) (*corev1.Pod, error) {
 	l := owner.Labels()
 	l[poolapi.LabelState] = poolapi.StateClaimed
 	patch := map[string]any{"metadata": map[string]any{
@@ -337,7 +315,7 @@ func PodReady(pod *corev1.Pod) bool {
 // pool controller counts it as demand on p, see [Cold]), and waits up to
 // timeout for it to be Ready. A pod that fails or is not Ready in time is
 // deleted and [ErrNotReady] returned.
-func (k *Cluster) CreateCold(ctx context.Context, p Pool, owner Owner, why Cold, timeout time.Duration) (Pod, error) {
+func (k *Cluster) CreateCold(ctx context.Context, p Pool, owner poolapi.Owner, why Cold, timeout time.Duration) (poolapi.Pod, error) {
 	t := p.Template.DeepCopy()
 	pod := &corev1.Pod{ObjectMeta: t.ObjectMeta, Spec: t.Spec}
 	pod.GenerateName = p.Name + "-cold-"
@@ -360,15 +338,15 @@ func (k *Cluster) CreateCold(ctx context.Context, p Pool, owner Owner, why Cold,
 	}
 	created, err := k.CS.CoreV1().Pods(k.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
-		return Pod{}, fmt.Errorf("create pod: %w", err)
+		return poolapi.Pod{}, fmt.Errorf("create pod: %w", err)
 	}
-	out := Pod{Name: created.Name, Namespace: created.Namespace, UID: string(created.UID), Pool: p.Name,
+	out := poolapi.Pod{Name: created.Name, Namespace: created.Namespace, UID: string(created.UID), Pool: p.Name,
 		Container: p.Container, Bin: p.Bin, Hash: p.Hash, Sidecars: len(p.Sidecars())}
 	if err := k.waitReady(ctx, created, timeout); err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		_ = k.Delete(dctx, out)
-		return Pod{}, err
+		return poolapi.Pod{}, err
 	}
 	return out, nil
 }
@@ -451,7 +429,7 @@ func deadlineOf(ctx context.Context) time.Time {
 // had (uid precondition: a newer pod with the same name is never touched),
 // with SidecarGrace when it has sidecars, in the background (owned Secrets and ConfigMaps go with it). A pod
 // already gone is no error.
-func (k *Cluster) Delete(ctx context.Context, p Pod) error {
+func (k *Cluster) Delete(ctx context.Context, p poolapi.Pod) error {
 	uid := types.UID(p.UID)
 	bg := metav1.DeletePropagationBackground
 	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}, PropagationPolicy: &bg}
@@ -467,15 +445,15 @@ func (k *Cluster) Delete(ctx context.Context, p Pod) error {
 }
 
 // PodsOfJob lists the pods labelled for owner (claimed or cold).
-func (k *Cluster) PodsOfJob(ctx context.Context, owner Owner) ([]Pod, error) {
+func (k *Cluster) PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.Pod, error) {
 	list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.Set(owner.Labels()).String()})
 	if err != nil {
 		return nil, err
 	}
-	var out []Pod
+	var out []poolapi.Pod
 	for _, p := range list.Items {
-		out = append(out, Pod{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), Pool: p.Labels[poolapi.LabelPool], Sidecars: max(0, len(p.Spec.Containers)-1)})
+		out = append(out, poolapi.Pod{Name: p.Name, Namespace: p.Namespace, UID: string(p.UID), Pool: p.Labels[poolapi.LabelPool], Sidecars: max(0, len(p.Spec.Containers)-1)})
 	}
 	return out, nil
 }
@@ -495,7 +473,7 @@ func (k *Cluster) Connect(ctx context.Context) error {
 // when the API server or a proxy refuses the upgrade. stdin may be nil.
 // It returns the command's exit code, or an error when the stream failed
 // (then the command's fate is unknown).
-func (k *Cluster) Exec(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (k *Cluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	return k.exec(ctx, p, argv, stdin, stdout, stderr, false)
 }
 
@@ -507,11 +485,11 @@ func (k *Cluster) Exec(ctx context.Context, p Pod, argv []string, stdin io.Reade
 // in bench/github-kube.md (1,830 against 2,453 ms). The small calls stay
 // on WebSocket, the protocol Kubernetes keeps (SPDY is deprecated, and
 // some proxies refuse it: then this falls back). Errors: as Exec's.
-func (k *Cluster) ExecBulk(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (k *Cluster) ExecBulk(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	return k.exec(ctx, p, argv, stdin, stdout, stderr, true)
 }
 
-func (k *Cluster) exec(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer, spdyFirst bool) (int, error) {
+func (k *Cluster) exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer, spdyFirst bool) (int, error) {
 	req := k.CS.CoreV1().RESTClient().Post().Resource("pods").Namespace(p.Namespace).Name(p.Name).
 		SubResource("exec").VersionedParams(&corev1.PodExecOptions{
 		Container: p.Container, Command: argv,

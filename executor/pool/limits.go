@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/podcmd"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // The kubelet's constants (pkg/kubelet/cm/helpers_linux.go).
@@ -62,7 +63,7 @@ const limitsPage = 64 << 10
 // already held would be met before the kubelet acts. Nil when the resize
 // changes nothing there (a memory request only) or before has no
 // status.resources to compare with: the pod's status alone tells then.
-func LimitsArgv(p Pod, before *corev1.Pod, want corev1.ResourceRequirements, timeout time.Duration) []string {
+func LimitsArgv(p poolapi.Pod, before *corev1.Pod, want corev1.ResourceRequirements, timeout time.Duration) []string {
 	var had *corev1.ResourceRequirements
 	for _, cs := range before.Status.ContainerStatuses {
 		if cs.Name == p.Container {

@@ -296,28 +296,6 @@ func (s *Set) ForImage(image string) (p Pool, warm bool) {
 	return p, false
 }
 
-// Owner is the job a claimed or cold pod is labelled for.
-type Owner struct {
-	// Job is the CI system's job id (GitLab: CI_JOB_ID).
-	Job string
-	// Server is the hash of the CI server's URL (16 hex digits).
-	Server string
-	// Runner is the runner's name (GitHub Actions); empty for GitLab.
-	Runner string
-}
-
-// Labels are the pod labels that name the owner; an empty field has none
-// (so an Owner with only Runner set selects every pod of that runner).
-func (o Owner) Labels() map[string]string {
-	l := map[string]string{}
-	for k, v := range map[string]string{poolapi.LabelJob: o.Job, poolapi.LabelServer: o.Server, poolapi.LabelRunner: o.Runner} {
-		if v != "" {
-			l[k] = v
-		}
-	}
-	return l
-}
-
 // Sidecars returns the images of p's containers other than the one that
 // runs warmpod, in template order: the services a job on p gets.
 func (p Pool) Sidecars() []string {

@@ -294,16 +294,16 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 
 	t.Run("resized, then claimed", func(t *testing.T) {
 		cs, k := fakeAPI(resizablePod("a"))
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		require.NotNil(t, pod)
 		assert.Equal(t, []string{"list", "patch/resize a", "patch a"}, verbs(cs))
 		patch := cs.Actions()[1].(k8stesting.PatchAction).GetPatch()
 		assert.JSONEq(t, `{"metadata":{"resourceVersion":"1"},"spec":{"containers":[{"name":"build","resources":{"requests":{"cpu":"500m"},"limits":{"memory":"256Mi"}}}]}}`,
 			string(patch), "only the warmpod container's cpu and memory, on the condition of the listed pod")
-		require.NotNil(t, pod.Resizing)
-		assert.Equal(t, want, pod.Resizing.Want)
-		assert.Equal(t, "100m", pod.Resizing.Before.Status.ContainerStatuses[0].Resources.Requests.Cpu().String(), "the status before the resize: what the cgroup held")
+		require.NotNil(t, pod.Resize)
+		assert.Equal(t, want, pod.Resize.(*Resizing).Want)
+		assert.Equal(t, "100m", pod.Resize.(*Resizing).Before.Status.ContainerStatuses[0].Resources.Requests.Cpu().String(), "the status before the resize: what the cgroup held")
 		got, err := cs.CoreV1().Pods("ci").Get(ctx, "a", metav1.GetOptions{})
 		require.NoError(t, err)
 		assert.Equal(t, poolapi.StateClaimed, got.Labels[poolapi.LabelState])
@@ -326,7 +326,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		require.NotNil(t, pod, "claimed after reading the pod again")
 		assert.Equal(t, []string{"list", "patch/resize a", "patch a", "get a", "patch a"}, verbs(cs))
@@ -337,10 +337,10 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 		resized.Generation = 2
 		resized.ManagedFields = append(resized.ManagedFields, metav1.ManagedFieldsEntry{Manager: ResizeFieldManager, Subresource: "resize"})
 		cs, k := fakeAPI(resized)
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, nil)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "2"}, 0, nil)
 		require.NoError(t, err)
 		assert.Nil(t, pod)
-		pod, err = k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, fit)
+		pod, err = k.ClaimWarm(ctx, p, poolapi.Owner{Job: "2"}, 0, fit)
 		require.NoError(t, err)
 		assert.Nil(t, pod, "nor one with fit")
 		assert.Equal(t, []string{"list", "list"}, verbs(cs))
@@ -353,7 +353,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 		changed.Generation = 2
 		changed.ManagedFields = append(changed.ManagedFields, metav1.ManagedFieldsEntry{Manager: "kueue", Operation: metav1.ManagedFieldsOperationUpdate})
 		_, k := fakeAPI(changed)
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, nil)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "2"}, 0, nil)
 		require.NoError(t, err)
 		assert.NotNil(t, pod)
 	})
@@ -377,7 +377,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		assert.Nil(t, pod)
 		assert.Equal(t, []string{"list", "patch/resize a"}, verbs(cs), "the conflict leaves the pod to the other claimer")
@@ -398,7 +398,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		assert.Nil(t, pod)
 		assert.Equal(t, []string{"list", "patch/resize a", "patch a", "get a", "get a", "delete a"}, verbs(cs),
@@ -419,7 +419,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 					}
 					return false, nil, nil
 				})
-				pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+				pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 				require.ErrorIs(t, err, ErrResizeUnsupported)
 				assert.Nil(t, pod)
 				got, gerr := cs.CoreV1().Pods("ci").Get(ctx, "a", metav1.GetOptions{})
@@ -438,7 +438,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			if a.GetSubresource() == "" && !stolen {
 				stolen = true
 				cur := trackedPod(t, cs, "a")
-				for k, v := range (Owner{Job: "99"}).Labels() {
+				for k, v := range (poolapi.Owner{Job: "99"}).Labels() {
 					cur.Labels[k] = v
 				}
 				cur.Labels[poolapi.LabelState] = poolapi.StateClaimed
@@ -447,7 +447,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		assert.Nil(t, pod)
 		assert.Equal(t, []string{"list", "patch/resize a", "patch a", "get a"}, verbs(cs), "job 99's pod is not deleted")
@@ -466,7 +466,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			require.NoError(t, cs.Tracker().Update(podsGVR, cur, "ci"))
 			return true, nil, apierrors.NewTimeoutError("the server may still be processing the request", 0)
 		})
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 		require.Error(t, err)
 		assert.Nil(t, pod)
 		assert.Equal(t, []string{"list", "patch/resize a", "get a", "delete a"}, verbs(cs), "no idle pod is left resized")
@@ -482,7 +482,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err)
 		assert.Nil(t, pod)
 		got := verbs(cs)
@@ -499,7 +499,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			}
 			return false, nil, nil
 		})
-		pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+		pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 		require.NoError(t, err, "not a failure of the claim: no pod")
 		assert.Nil(t, pod)
 	})
@@ -510,7 +510,7 @@ func TestClaimWarmResizesBeforeTheClaim(t *testing.T) {
 			fresh.Status.Conditions[0].LastTransitionTime = metav1.Now()
 			settled.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Minute))
 			_, k := fakeAPI(fresh, settled)
-			pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1"}, 0, fit)
+			pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1"}, 0, fit)
 			require.NoError(t, err)
 			require.NotNil(t, pod)
 			assert.Equal(t, "settled", pod.Name)
@@ -546,7 +546,7 @@ func TestClaimWarmConcurrentFits(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				fit := fits[i%len(fits)]
-				pod, err := k.ClaimWarm(context.Background(), p, Owner{Job: fmt.Sprint(round*10 + i)}, 0, fit)
+				pod, err := k.ClaimWarm(context.Background(), p, poolapi.Owner{Job: fmt.Sprint(round*10 + i)}, 0, fit)
 				assert.NoError(t, err)
 				if pod == nil {
 					return

@@ -53,7 +53,16 @@ type Resizing struct {
 	Sent time.Time
 }
 
-// AwaitResize waits up to timeout for the kubelet to apply p.Resizing
+// SentAt is when the resize went to the API server ([poolapi.Resize]).
+func (r *Resizing) SentAt() time.Time { return r.Sent }
+
+// resizingOf is the resize the claim of p sent; nil: none.
+func resizingOf(p poolapi.Pod) *Resizing {
+	r, _ := p.Resize.(*Resizing)
+	return r
+}
+
+// AwaitResize waits up to timeout for the kubelet to apply p.Resize
 // (nil: nothing to wait for). Applied is the first of: `warmpod job
 // limits` in the pod says the container's cgroup holds the new resources
 // (the kubelet writes the cgroup a status sync before the status says
@@ -73,8 +82,8 @@ type Resizing struct {
 //
 // via runs the command (the job's multiplexer, whose stream into the pod
 // is open by then: no exec of its own); nil: a direct exec.
-func (k *Cluster) AwaitResize(ctx context.Context, p Pod, timeout time.Duration, via Execer) error {
-	r := p.Resizing
+func (k *Cluster) AwaitResize(ctx context.Context, p poolapi.Pod, timeout time.Duration, via Execer) error {
+	r := resizingOf(p)
 	if r == nil {
 		return nil
 	}
@@ -118,16 +127,17 @@ func (k *Cluster) AwaitResize(ctx context.Context, p Pod, timeout time.Duration,
 // its resources are the pool's (hasOwnResources). It runs even when ctx
 // has ended, bounded by abandonTimeout. Errors: the API server's, or a pod
 // that is no longer this claim's; the caller deletes the pod then.
-func (k *Cluster) giveBack(ctx context.Context, p Pod) error {
+func (k *Cluster) giveBack(ctx context.Context, p poolapi.Pod) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
 	defer cancel()
 	var before corev1.ResourceRequirements
-	for _, c := range p.Resizing.Before.Spec.Containers {
+	r := resizingOf(p)
+	for _, c := range r.Before.Spec.Containers {
 		if c.Name == p.Container {
 			before = resizable(c.Resources)
 		}
 	}
-	if _, err := k.patchResize(ctx, p.Name, p.Container, restoring(before, p.Resizing.Want), ""); err != nil {
+	if _, err := k.patchResize(ctx, p.Name, p.Container, restoring(before, r.Want), ""); err != nil {
 		return err
 	}
 	pods := k.CS.CoreV1().Pods(p.Namespace)
@@ -260,7 +270,7 @@ func (k *Cluster) patchResize(ctx context.Context, name, container string, want 
 // refused, or until inForce says true (the cgroup holds the resources);
 // false there (the pod cannot tell) leaves the status to decide. ctx
 // ends the wait: timeout is for the message.
-func (k *Cluster) awaitResize(ctx context.Context, p Pod, want corev1.ResourceRequirements, timeout time.Duration, inForce <-chan bool) error {
+func (k *Cluster) awaitResize(ctx context.Context, p poolapi.Pod, want corev1.ResourceRequirements, timeout time.Duration, inForce <-chan bool) error {
 	last := "no status yet"
 	for {
 		cur, err := k.CS.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
@@ -289,7 +299,7 @@ func (k *Cluster) awaitResize(ctx context.Context, p Pod, want corev1.ResourceRe
 // Execer runs a command in a pod ([Cluster.Exec], or the job's
 // multiplexer).
 type Execer interface {
-	Exec(ctx context.Context, p Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+	Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
 }
 
 // resizable keeps the cpu and memory of res.

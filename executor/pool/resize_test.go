@@ -20,7 +20,7 @@ import (
 
 func TestLimitsArgv(t *testing.T) {
 	q := resource.MustParse
-	p := Pod{Name: "w1", Container: "build", Bin: "/warmpod/warmpod"}
+	p := poolapi.Pod{Name: "w1", Container: "build", Bin: "/warmpod/warmpod"}
 	withStatus := func(res *corev1.ResourceRequirements) *corev1.Pod {
 		return &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{{Name: "sidecar"}, {Name: "build", Resources: res}}}}
 	}
@@ -87,7 +87,7 @@ func TestConversions(t *testing.T) {
 func TestAwaitResize(t *testing.T) {
 	q := resource.MustParse
 	want := corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("500m")}, Limits: corev1.ResourceList{"memory": q("256Mi")}}
-	target := Pod{Name: "w1", Namespace: "ci", Container: "build"}
+	target := poolapi.Pod{Name: "w1", Namespace: "ci", Container: "build"}
 	inProgress := func() *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "ci", Generation: 2}}
 		p.Status.ObservedGeneration = 2
@@ -184,7 +184,7 @@ func TestInfeasibleResizeGivesThePodBack(t *testing.T) {
 					}
 					return true, pod, nil
 				})
-				pod, err := k.ClaimWarm(ctx, p, Owner{Job: "1", Runner: "r"}, 0, fit)
+				pod, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "1", Runner: "r"}, 0, fit)
 				require.NoError(t, err)
 				require.NotNil(t, pod)
 				err = k.AwaitResize(ctx, *pod, 10*time.Second, nil)
@@ -203,7 +203,7 @@ func TestInfeasibleResizeGivesThePodBack(t *testing.T) {
 				assert.Equal(t, map[string]string{poolapi.LabelPool: "alpine", poolapi.LabelState: poolapi.StateIdle, poolapi.LabelConfig: "h"}, got.Labels, "idle, no owner")
 				assert.Empty(t, got.Annotations[poolapi.AnnotationClaimedAt])
 				assert.NotContains(t, verbs(cs), "delete a")
-				again, err := k.ClaimWarm(ctx, p, Owner{Job: "2"}, 0, nil)
+				again, err := k.ClaimWarm(ctx, p, poolapi.Owner{Job: "2"}, 0, nil)
 				require.NoError(t, err)
 				require.NotNil(t, again, "the pool's to claim again")
 				assert.Equal(t, "a", again.Name)
