@@ -148,33 +148,26 @@ func (h *Hook) variables(env map[string]string) []control.JobVariable {
 	return out
 }
 
-// pickPool chooses the pool for a job container of image with services:
-// a pool whose warmpod container runs image, whose other containers are
-// exactly the services' images, in order, and whose template maps the
-// services' names to 127.0.0.1 (serviceHostnames) is claimed warm.
-// Otherwise the job gets a cold pod of the pool of its image (or the
-// default pool, the image swapped in) whose sidecars are the job's
-// services, their names in its hostAliases.
+// pickPool chooses the pool for a job container of image with services
+// ([pool.Set.Choose]): a service is served by a pool's container of its
+// image, and reached by its names (serviceHostnames). Errors: a service
+// without an image.
 func pickPool(set *pool.Set, image string, services []Container) (pool.Pool, bool, error) {
-	var want []string
-	for _, s := range services {
+	names, _ := serviceHostnames(services)
+	sidecars := make([]pool.Sidecar, len(services))
+	for i, s := range services {
 		if s.Image == "" {
 			return pool.Pool{}, false, fmt.Errorf("%w: a service without an image", ErrInput)
 		}
-		want = append(want, s.Image)
+		sidecars[i] = pool.Sidecar{Container: sidecar(i, s)}
 	}
-	names, _ := serviceHostnames(services)
-	for _, p := range set.Pools {
-		if p.Image == image && slices.Equal(p.Sidecars(), want) && resolvesLocally(p, names) {
-			return p, true, nil
-		}
+	if len(sidecars) > 0 {
+		// The upstream hook's names reach every service of the pod: they
+		// go with the first, as one hostAliases entry.
+		sidecars[0].Hostnames = names
 	}
-	p, _ := set.ForImage(image)
-	var sidecars []corev1.Container
-	for i, s := range services {
-		sidecars = append(sidecars, sidecar(i, s))
-	}
-	return withHostnames(p.WithSidecars(sidecars), names), false, nil
+	p, warm := set.Choose(image, sidecars)
+	return p, warm, nil
 }
 
 // sidecar is the container of service i: its image, environment, ports,

@@ -4,10 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/warmpod/warmpod/executor/pool"
 )
 
 // serviceHostnames are the names the job's steps reach its services by,
@@ -50,37 +47,4 @@ func imageName(image string) string {
 	image = image[strings.LastIndexByte(image, '/')+1:]
 	image, _, _ = strings.Cut(image, ":")
 	return image
-}
-
-// resolvesLocally tells whether p's template maps every one of names to
-// 127.0.0.1 (hostAliases): a warm pool's pods were made before the job,
-// so a pool serves a job's services only when its template already has
-// their names.
-func resolvesLocally(p pool.Pool, names []string) bool {
-	local := map[string]bool{}
-	for _, h := range p.Template.Spec.HostAliases {
-		if h.IP == "127.0.0.1" {
-			for _, n := range h.Hostnames {
-				local[n] = true
-			}
-		}
-	}
-	for _, n := range names {
-		if !local[n] {
-			return false
-		}
-	}
-	return true
-}
-
-// withHostnames is p with one hostAliases entry first that maps names to
-// 127.0.0.1, the hash recomputed: the template of a cold pod with the
-// job's services (nothing changes without names).
-func withHostnames(p pool.Pool, names []string) pool.Pool {
-	if len(names) == 0 {
-		return p
-	}
-	return p.Modified(func(t *corev1.PodTemplateSpec) {
-		t.Spec.HostAliases = append([]corev1.HostAlias{{IP: "127.0.0.1", Hostnames: slices.Clone(names)}}, t.Spec.HostAliases...)
-	})
 }

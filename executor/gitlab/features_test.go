@@ -130,7 +130,8 @@ func TestPickPoolByServices(t *testing.T) {
 				}
 			}
 			require.Len(t, side, len(tc.svcs))
-			assert.True(t, servesServices(p, tc.svcs), "the cold template serves what the job asks")
+			_, served := pickPool(&pool.Set{Pools: []pool.Pool{p}}, tc.image, tc.svcs)
+			assert.True(t, served, "the cold template serves what the job asks")
 			for i, s := range tc.svcs {
 				assert.Equal(t, "svc-"+string(rune('0'+i)), side[i].Name)
 				assert.Equal(t, s.Name, side[i].Image)

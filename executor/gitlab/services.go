@@ -6,7 +6,6 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -133,93 +132,13 @@ func (s Service) matches(c corev1.Container) bool {
 	return maps.Equal(env, s.Variables) || len(env) == 0 && len(s.Variables) == 0
 }
 
-// servesServices tells whether pool p's pods run exactly svcs: its
-// containers other than warmpod's match them one for one, in order, and
-// each service's hostnames resolve to 127.0.0.1 through the template's
-// hostAliases.
-func servesServices(p pool.Pool, svcs []Service) bool {
-	var side []corev1.Container
-	for _, c := range p.Template.Spec.Containers {
-		if c.Name != p.Container {
-			side = append(side, c)
-		}
-	}
-	if len(side) != len(svcs) {
-		return false
-	}
-	local := map[string]bool{}
-	for _, h := range p.Template.Spec.HostAliases {
-		if h.IP == "127.0.0.1" {
-			for _, n := range h.Hostnames {
-				local[n] = true
-			}
-		}
-	}
-	for i, s := range svcs {
-		if !s.matches(side[i]) {
-			return false
-		}
-		for _, n := range s.hostnames() {
-			if !local[n] {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// withServices is p's template for a cold pod that runs svcs: p's other
-// containers replaced by the services' (each with the warmpod container's
-// pull policy when it sets none) and one hostAliases entry that maps every
-// service hostname to 127.0.0.1, first, as the Kubernetes executor puts
-// it: a pod's containers share its network namespace.
-func withServices(p pool.Pool, svcs []Service) pool.Pool {
-	// Containers are named as the Kubernetes executor names them (svc-0,
-	// svc-1, …), unless the template already has a container of that name.
-	taken := map[string]bool{p.Container: true}
-	for _, c := range p.Template.Spec.InitContainers {
-		taken[c.Name] = true
-	}
-	var cs []corev1.Container
-	var names []string
-	for i, s := range svcs {
-		name := "svc-" + strconv.Itoa(i)
-		for n := 1; taken[name]; n++ {
-			name = fmt.Sprintf("svc-%d-%d", i, n)
-		}
-		taken[name] = true
-		cs = append(cs, s.container(name))
-		for _, n := range s.hostnames() {
-			if !slices.Contains(names, n) {
-				names = append(names, n)
-			}
-		}
-	}
-	p = p.WithSidecars(cs)
-	if len(names) == 0 {
-		return p
-	}
-	return p.Modified(func(t *corev1.PodTemplateSpec) {
-		t.Spec.HostAliases = append([]corev1.HostAlias{{IP: "127.0.0.1", Hostnames: names}}, t.Spec.HostAliases...)
-	})
-}
-
-// pickPool chooses the pool of a job with image and svcs: a pool that runs
-// the image and exactly those services is claimed warm; otherwise the job
-// gets a cold pod from the template of its image's pool (or the default
-// pool's, the image swapped in) with the services put in.
+// pickPool chooses the pool of a job with image and svcs ([pool.Set.Choose]):
+// a service is served by a pool's container with the same image,
+// entrypoint, command and variables (Service.matches).
 func pickPool(set *pool.Set, image string, svcs []Service) (pool.Pool, bool) {
-	if image == "" {
-		image = set.Pools[0].Image
+	sidecars := make([]pool.Sidecar, len(svcs))
+	for i, s := range svcs {
+		sidecars[i] = pool.Sidecar{Container: s.container(""), Hostnames: s.hostnames(), Serves: s.matches}
 	}
-	for _, p := range set.Pools {
-		if p.Image == image && servesServices(p, svcs) {
-			return p, true
-		}
-	}
-	p, _ := set.ForImage(image)
-	if servesServices(p, svcs) {
-		return p, false
-	}
-	return withServices(p, svcs), false
+	return set.Choose(image, sidecars)
 }
