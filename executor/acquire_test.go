@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -71,12 +72,12 @@ func TestAcquireAttachesBeforeFit(t *testing.T) {
 			var log []string
 			direct := &acquireCluster{name: "direct", mu: &mu, log: &log}
 			var out strings.Builder
-			c := &Core{Cluster: direct, Log: &out, Attach: func(pod poolapi.Pod) (Cluster, func(bool)) {
+			c := &Core{Session: session.Session{Cluster: direct, Log: &out}, Claims: direct, Attach: func(pod poolapi.Pod) (session.Cluster, func(bool)) {
 				direct.note("attach " + pod.Name)
 				return &acquireCluster{name: "mux " + pod.Name, mu: &mu, log: &log},
 					func(ok bool) { direct.note(fmt.Sprintf("release %s %v", pod.Name, ok)) }
 			}}
-			job := Job{ID: "1", Fit: func(ctx context.Context, cl Cluster, pod poolapi.Pod) error {
+			job := Job{ID: "1", Fit: func(ctx context.Context, cl session.Cluster, pod poolapi.Pod) error {
 				_, err := cl.Exec(ctx, pod, []string{"/warmpod/warmpod", "job", "limits"}, nil, nil, nil)
 				require.NoError(t, err)
 				return tc.fitErr

@@ -1,13 +1,13 @@
 // Package executor is the CI-neutral core of warmpod's executor side: get
 // a pod for a job (claim a Ready idle pod of the job image's pool, or
-// create a cold one from the pool's template), hand the job to warmpod in
-// the pod (`warmpod job start`, the token and variables on stdin), run a
-// stage there with resume and cancel (`warmpod job stage`, `job cancel
-// --stage`), and end the job (`job end`,
-// the pod deleted, any other pod labelled for the job swept). Each CI
+// create a cold one from the pool's template) and hand the job to warmpod
+// in the pod (`warmpod job start`, the token and variables on stdin).
+// What follows on that pod (stages with resume and cancel, the lease, job
+// end and the sweep) is package executor/session's, which a driver's
+// per-call process uses without this package's Kubernetes types. Each CI
 // system's contract lives in a package of its own below this one
 // (executor/gitlab: GitLab Runner's Custom executor; executor/github: the
-// Actions runner's container hook) and stores a [Session] between its
+// Actions runner's container hook) and keeps the job's pod between its
 // calls its own way. executor/pool is the Kubernetes side (client-go).
 package executor
 
@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"time"
@@ -29,13 +28,21 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/podcmd"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// Cluster is what the executor needs of Kubernetes; *pool.Cluster is the
-// real one, tests use a fake.
+// Cluster is what the core needs of Kubernetes: a job's calls
+// (session.Cluster) and Claims. *pool.Cluster is the real one, tests use
+// a fake.
 type Cluster interface {
+	session.Cluster
+	Claims
+}
+
+// Claims gets a job its pod: claim a warm one or create a cold one.
+type Claims interface {
 	// ClaimWarm claims a Ready idle pod of p for owner within wait,
 	// resized in place to fit first when fit is set; nil when there is
 	// none ([pool.Cluster.ClaimWarm]).
@@ -43,57 +50,22 @@ type Cluster interface {
 	// CreateCold creates a pod from p's template, annotated with why, and
 	// waits until it is Ready (at most timeout).
 	CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error)
-	// Exec runs argv in the pod and returns its exit code; an error means
-	// the stream failed and the command's fate is unknown.
-	Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
-	// Delete deletes the pod (uid precondition); gone is no error.
-	Delete(ctx context.Context, p poolapi.Pod) error
-	// PodsOfJob lists the pods labelled for owner.
-	PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.Pod, error)
 }
 
-// BulkExecer is a Cluster with a second transport for an exec that
-// carries many bytes or lives long ([pool.Cluster.ExecBulk]: SPDY first,
-// which the API server passes through as it is).
-type BulkExecer interface {
-	ExecBulk(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
-}
-
-// BulkExec is cl's ExecBulk when it has one (BulkExecer), else its Exec
-// (a test's fake Cluster).
-func BulkExec(cl Cluster) func(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	if b, ok := cl.(BulkExecer); ok {
-		return b.ExecBulk
-	}
-	return cl.Exec
-}
-
-// Core runs the CI-neutral steps of a job over a Cluster. Its fields are
-// set once; a Core is used by one process (one CI call) at a time.
+// Core runs the CI-neutral steps of a job: the claim here, the calls on
+// the pod through its Session (its Cluster reaches the pod, often
+// through the job's multiplexer). Its fields are set once; a Core is used
+// by one process (one CI call) at a time.
 type Core struct {
-	Cluster Cluster
-	// Log gets the executor's own messages, one line each ("warmpod: …"):
-	// the CI system's job log.
-	Log io.Writer
+	session.Session
+	// Claims claims or creates the job's pod (the cluster itself, never
+	// the multiplexer).
+	Claims Claims
 	// WarmWait is how long Acquire waits for a Ready idle pod before it
 	// falls back to a cold pod (0: one look).
 	WarmWait time.Duration
 	// ReadyTimeout bounds the wait for a cold pod to be Ready.
 	ReadyTimeout time.Duration
-	// LeaseTTL is the job's lease heartbeat in the pod: an executor that
-	// vanishes leaves a pod that ends the job within it and then drains
-	// (0: no heartbeat, only the job's timeout).
-	LeaseTTL time.Duration
-	// MaxStreamRetries bounds how often RunStage reattaches to a stage
-	// after a broken exec stream.
-	MaxStreamRetries int
-	// CancelGrace is the grace period RunStage's cancel gives the stage
-	// (SIGTERM, then SIGKILL after it); 0: the pod's --grace.
-	CancelGrace time.Duration
-	// Shell is the interpreter of RunStage's scripts in the pod, `job
-	// stage --shell` (a path, or a name looked up in the job's PATH);
-	// empty: auto, bash if the image has it (GitLab's scripts need it).
-	Shell string
 	// RBAC names the manifest of the executor's Role, for the error of a
 	// job start that the API server forbids ("deploy/gitlab-rbac.yaml").
 	RBAC string
@@ -102,19 +74,8 @@ type Core struct {
 	// job's multiplexer, which opens its stream into the pod meanwhile, so
 	// the first stage finds it ready) and release, called with whether the
 	// pod took the job (false: the multiplexer is stopped).
-	Attach func(pod poolapi.Pod) (cl Cluster, release func(ok bool))
+	Attach func(pod poolapi.Pod) (cl session.Cluster, release func(ok bool))
 }
-
-// SystemError is a failure of the pod, the cluster or a stream (not of
-// the job's own code): each CI system reports it as its own kind of
-// failure (GitLab's $SYSTEM_FAILURE_EXIT_CODE, a hook's non-zero exit).
-type SystemError struct{ Err error }
-
-func (e *SystemError) Error() string { return e.Err.Error() }
-func (e *SystemError) Unwrap() error { return e.Err }
-
-// Errorf returns a *SystemError.
-func Errorf(format string, a ...any) error { return &SystemError{Err: fmt.Errorf(format, a...)} }
 
 // Job is what Acquire hands to the pod's warmpod at job start.
 type Job struct {
@@ -150,7 +111,7 @@ type Job struct {
 	// unless the error wraps pool.ErrGivenBack: Fit gave it back to its
 	// pool) and the job gets a cold pod, or fails when the error wraps
 	// ErrNoFit; it is logged.
-	Fit func(ctx context.Context, cl Cluster, pod poolapi.Pod) error
+	Fit func(ctx context.Context, cl session.Cluster, pod poolapi.Pod) error
 }
 
 // LeaseMargin is added to a job's timeout for warmpod's lease.
@@ -163,7 +124,7 @@ const maxLease = 168 * time.Hour
 // when p is a pool of the job's image (warm) and one is Ready within
 // WarmWait, else a cold pod from p's template. A pod that refuses the job
 // (75: busy or another configuration; 69: draining) is deleted and the
-// next one tried, five times at most. Errors are *SystemError; a pod this
+// next one tried, five times at most. Errors are *session.SystemError; a pod this
 // call claimed or created is deleted on failure.
 func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (poolapi.Pod, error) {
 	released := false
@@ -171,10 +132,10 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 	for attempt := 0; attempt < 5; attempt++ {
 		var pod *poolapi.Pod
 		var err error
-		var cl Cluster
+		var cl session.Cluster
 		release := func(bool) {}
 		if warm {
-			pod, err = c.Cluster.ClaimWarm(ctx, p, job.Owner, c.WarmWait, job.Resize)
+			pod, err = c.Claims.ClaimWarm(ctx, p, job.Owner, c.WarmWait, job.Resize)
 			switch {
 			case errors.Is(err, pool.ErrResizeUnsupported):
 				// Every pod of the pool would be refused alike, and
@@ -182,7 +143,7 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 				fmt.Fprintf(c.Log, "warmpod: warm pods of pool %s cannot be resized in place: %v: creating a cold pod\n", p.Name, err)
 				pod, warm, released = nil, false, true
 			case err != nil:
-				return poolapi.Pod{}, &SystemError{Err: err}
+				return poolapi.Pod{}, &session.SystemError{Err: err}
 			}
 			if pod != nil && job.Fit != nil {
 				cl, release = c.attach(*pod)
@@ -212,9 +173,9 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 				why.Reason = poolapi.ColdNoPool
 				fmt.Fprintf(c.Log, "warmpod: no pool runs image %s as this job asks: creating a cold pod from pool %s's template\n", p.Image, p.Name)
 			}
-			cold, err := c.Cluster.CreateCold(ctx, cp, job.Owner, why, c.ReadyTimeout)
+			cold, err := c.Claims.CreateCold(ctx, cp, job.Owner, why, c.ReadyTimeout)
 			if err != nil {
-				return poolapi.Pod{}, &SystemError{Err: err}
+				return poolapi.Pod{}, &session.SystemError{Err: err}
 			}
 			pod = &cold
 		}
@@ -231,17 +192,17 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 		if err != nil && forbidden(err) {
 			// Every pod would be refused the same way: stop here rather
 			// than burn the pool.
-			return poolapi.Pod{}, Errorf("job start on pod %s: %v (the executor's account needs create and get on pods/exec: %s)", pod.Name, err, c.RBAC)
+			return poolapi.Pod{}, session.Errorf("job start on pod %s: %v (the executor's account needs create and get on pods/exec: %s)", pod.Name, err, c.RBAC)
 		}
 		if err == nil && code != control.ExitTempFail && code != control.ExitUnavailable {
-			return poolapi.Pod{}, Errorf("job start on pod %s: exit %d: %s", pod.Name, code, msg)
+			return poolapi.Pod{}, session.Errorf("job start on pod %s: exit %d: %s", pod.Name, code, msg)
 		}
 		if err != nil {
 			msg = err.Error()
 		}
 		fmt.Fprintf(c.Log, "warmpod: pod %s did not take the job (%s): trying another\n", pod.Name, msg)
 	}
-	return poolapi.Pod{}, Errorf("no pod took the job after 5 tries")
+	return poolapi.Pod{}, session.Errorf("no pod took the job after 5 tries")
 }
 
 // ErrNoFit, in a [Job.Fit] error, says that no pod of the pool can have
@@ -252,7 +213,7 @@ var ErrNoFit = errors.New("no pod of the pool can have the job's resources")
 
 // unfit deals with warm pod, which Fit could not make what the job asks
 // (err): a pod Fit gave back to its pool ([pool.ErrGivenBack]) is left to
-// it, any other is deleted. It returns the *SystemError that ends the
+// it, any other is deleted. It returns the *session.SystemError that ends the
 // acquisition for [ErrNoFit]; nil: the job gets a cold pod.
 func (c *Core) unfit(ctx context.Context, pod poolapi.Pod, err error) error {
 	next := "creating a cold pod"
@@ -266,20 +227,20 @@ func (c *Core) unfit(ctx context.Context, pod poolapi.Pod, err error) error {
 		c.DeletePod(ctx, pod)
 	}
 	if errors.Is(err, ErrNoFit) {
-		return &SystemError{Err: err}
+		return &session.SystemError{Err: err}
 	}
 	return nil
 }
 
 // attach is Attach for pod, or the cluster itself without one.
-func (c *Core) attach(pod poolapi.Pod) (Cluster, func(ok bool)) {
+func (c *Core) attach(pod poolapi.Pod) (session.Cluster, func(ok bool)) {
 	if c.Attach == nil {
 		return c.Cluster, func(bool) {}
 	}
 	return c.Attach(pod)
 }
 
-func (c *Core) startJob(ctx context.Context, cl Cluster, job Job, pod poolapi.Pod) (int, string, error) {
+func (c *Core) startJob(ctx context.Context, cl session.Cluster, job Job, pod poolapi.Pod) (int, string, error) {
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
 	spec := c.jobSpec(job, pod, hex.EncodeToString(nonce))
@@ -311,104 +272,6 @@ func (c *Core) jobSpec(job Job, pod poolapi.Pod, nonce string) control.JobSpec {
 		spec.LeaseTTL = c.LeaseTTL.String()
 	}
 	return spec
-}
-
-// DeletePod deletes p (bounded by 15 s, also when ctx is cancelled: a
-// cancelled call must still leave no pod); a failure is logged.
-func (c *Core) DeletePod(ctx context.Context, p poolapi.Pod) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	if err := c.Cluster.Delete(dctx, p); err != nil {
-		fmt.Fprintf(c.Log, "warmpod: delete pod %s: %v\n", p.Name, err)
-	}
-}
-
-// End ends the job in its pod (`warmpod job end`: its processes stopped,
-// its token and files wiped; the pod then drains and deletes itself) and
-// deletes the pod as well, so it goes also when it cannot delete itself
-// (no RoleBinding) or when job end failed. A pod with sidecars is only
-// deleted (see below). pod may be nil (the CI system
-// lost track of it). Pods labelled for owner other than pod (a call that
-// died between creating a pod and recording it) are deleted too. End
-// never fails: errors are logged.
-func (c *Core) End(ctx context.Context, pod *poolapi.Pod, jobID string, owner poolapi.Owner) {
-	// The job's pods are listed while the job ends: the list does not
-	// depend on it (the job's own pod is told apart by its uid), and the
-	// call then waits for one round trip less.
-	type listed struct {
-		pods []poolapi.Pod
-		err  error
-	}
-	lc := make(chan listed, 1)
-	go func() {
-		pods, err := c.Cluster.PodsOfJob(ctx, owner)
-		lc <- listed{pods, err}
-	}()
-	if pod != nil && pod.Sidecars > 0 {
-		// A pod with sidecars is deleted at once, with the sidecars' short
-		// grace (pool.SidecarGrace): the kubelet's SIGTERM makes warmpod
-		// end the job as job end would (the job's processes stopped, its
-		// secrets gone with the pod's tmpfs). After a job end, warmpod's
-		// own deletion of its pod would come first, with the template's
-		// grace period, and a service that ignores SIGTERM would keep the
-		// pod Terminating for all of it.
-		c.DeletePod(ctx, *pod)
-	} else if pod != nil {
-		var errb bytes.Buffer
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		code, err := c.Cluster.Exec(cctx, *pod, podcmd.JobEnd{Bin: pod.Bin, Job: jobID}.Argv(), nil, io.Discard, &errb)
-		cancel()
-		if err != nil || code != 0 {
-			fmt.Fprintf(c.Log, "warmpod: job end in pod %s: exit %d %v %s\n", pod.Name, code, err, strings.TrimSpace(errb.String()))
-		}
-		c.DeletePod(ctx, *pod)
-	}
-	l := <-lc
-	if l.err != nil {
-		fmt.Fprintf(c.Log, "warmpod: list pods of job %s: %v\n", jobID, l.err)
-		return
-	}
-	for _, p := range l.pods {
-		if pod == nil || p.UID != pod.UID {
-			c.DeletePod(ctx, p)
-		}
-	}
-}
-
-// KeepAlive renews the lease of job jobID in pod every LeaseTTL/3 until
-// the returned stop is called: for a CI system that holds a job without a
-// stage running in its pod (an Actions container step runs in a pod of its
-// own), so the pod's lease does not lapse meanwhile. A failed renewal is
-// logged; the next one tries again. Without a LeaseTTL there is nothing to
-// renew.
-func (c *Core) KeepAlive(ctx context.Context, pod poolapi.Pod, jobID string) (stop func()) {
-	if c.LeaseTTL <= 0 {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(c.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			var errb bytes.Buffer
-			rctx, rcancel := context.WithTimeout(ctx, c.LeaseTTL/3)
-			// `job status --job` renews the lease it names (the heartbeat
-			// job stage and job logs --follow send while they run).
-			code, err := c.Cluster.Exec(rctx, pod, podcmd.JobStatus{Bin: pod.Bin, Job: jobID}.Argv(), nil, io.Discard, &errb)
-			rcancel()
-			if (err != nil || code != 0) && ctx.Err() == nil {
-				fmt.Fprintf(c.Log, "warmpod: renew the lease of job %s in pod %s: exit %d %v %s\n", jobID, pod.Name, code, err, strings.TrimSpace(errb.String()))
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
 }
 
 // Hint is what to do about err from the API server: the RBAC rule

@@ -34,25 +34,3 @@ func TestJobSpecIsGolden(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(golden(t, "job-spec-minimal.json")), string(b))
 }
-
-// The stage parser finds the golden status lines among the call's other
-// stderr, and takes the ended one for the stage's end only when all of
-// the stage's output arrived.
-func TestStderrParserReadsGoldenStatus(t *testing.T) {
-	var rest bytes.Buffer
-	p := &stderrParser{w: &rest}
-	in := append(append(append(golden(t, "stage-status-running.json"), "\nwarmpod: a message\n"...),
-		golden(t, "stage-status-ended.json")...), '\n')
-	// Split writes: a status line may arrive in pieces.
-	_, _ = p.Write(in[:17])
-	_, _ = p.Write(in[17:])
-	p.flush()
-	require.Len(t, p.lines, 2)
-	assert.Equal(t, "warmpod: a message\n", rest.String())
-	assert.True(t, p.lines[0].Running)
-	assert.Nil(t, p.final(1023), "1023 of the stage's 1024 bytes: not the end yet")
-	f := p.final(1024)
-	require.NotNil(t, f)
-	assert.Equal(t, 1, *f.ExitCode)
-	assert.Equal(t, "step_script", f.Stage)
-}

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -35,7 +36,7 @@ func NewLazy(kubeconfig, namespace, userAgent string) *Lazy {
 func (l *Lazy) Cluster() (*pool.Cluster, error) {
 	l.once.Do(func() {
 		if l.c, l.err = pool.Connect(l.kubeconfig, l.namespace, l.userAgent); l.err != nil {
-			l.err = &SystemError{Err: l.err}
+			l.err = &session.SystemError{Err: l.err}
 		}
 	})
 	return l.c, l.err

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -55,7 +56,7 @@ func TestLazy(t *testing.T) {
 				return
 			}
 			require.ErrorContains(t, err, tc.wantErr)
-			var se *SystemError
+			var se *session.SystemError
 			assert.ErrorAs(t, err, &se, "an exec that never began: not retried")
 			ctx := context.Background()
 			code, err := l.Exec(ctx, poolapi.Pod{}, []string{"true"}, nil, io.Discard, io.Discard)

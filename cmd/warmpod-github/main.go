@@ -18,10 +18,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/github"
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/internal/flagenv"
 )
 
@@ -80,7 +80,7 @@ func run(args []string) int {
 		return 0
 	case fs.NArg() == 2 && fs.Arg(0) == "mux":
 		// A job's multiplexer, started by prepare_job (package mux).
-		return mux.Main(fs.Args()[1:], func() (executor.Cluster, error) {
+		return mux.Main(fs.Args()[1:], func() (session.Cluster, error) {
 			return pool.Connect(*kubeconfig, *namespace, "warmpod-github/"+version)
 		})
 	case fs.NArg() != 0:

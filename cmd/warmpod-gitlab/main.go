@@ -23,6 +23,7 @@ import (
 	"github.com/warmpod/warmpod/executor/gitlab"
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/selfinstall"
 	"github.com/warmpod/warmpod/poolapi"
@@ -194,7 +195,7 @@ func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
 		return 0
 	case cmd == "mux":
 		// The job's multiplexer, started by prepare (package mux).
-		return mux.Main(rest, func() (executor.Cluster, error) {
+		return mux.Main(rest, func() (session.Cluster, error) {
 			return pool.Connect(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
 		})
 	case cmd == "prepare" && len(rest) == 0, cmd == "cleanup" && len(rest) == 0, cmd == "run" && len(rest) == 2:

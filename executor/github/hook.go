@@ -17,6 +17,7 @@ import (
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -131,7 +132,8 @@ func (d warningWriter) Write(p []byte) (int, error) {
 // its execs into the job's pod go through the job's multiplexer when it
 // answers.
 func (h *Hook) core(st *State) *executor.Core {
-	var cl executor.Cluster = h.Cluster
+	var cl session.Cluster = h.Cluster
+	var claims executor.Claims = h.Cluster
 	if st != nil {
 		cl = h.Mux.Wrap(cl, muxKey(st), st.Job, st.Pod, debugWriter{h.Stdout})
 		if mc, ok := cl.(*mux.Cluster); ok && h.trace != nil {
@@ -139,9 +141,10 @@ func (h *Hook) core(st *State) *executor.Core {
 			h.trace.via(mc)
 		}
 	}
-	return &executor.Core{Cluster: cl, Log: debugWriter{h.Stdout}, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
-		LeaseTTL: h.Cfg.LeaseTTL, MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace,
-		RBAC: "deploy/github-rbac.yaml"}
+	return &executor.Core{
+		Session: session.Session{Cluster: cl, Log: debugWriter{h.Stdout}, LeaseTTL: h.Cfg.LeaseTTL,
+			MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace},
+		Claims: claims, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout, RBAC: "deploy/github-rbac.yaml"}
 }
 
 // pools is the pool set for this command: the manifest of --pools, else
@@ -158,7 +161,7 @@ func (h *Hook) pools(ctx context.Context) (*pool.Set, error) {
 	}
 	set, err := h.Cluster.Pools(ctx)
 	if err != nil {
-		return nil, executor.Errorf("read the pools from the cluster: %v%s", err, executor.Hint(err, "the hook's account needs get and list on deployments and replicasets: deploy/github-rbac.yaml; or give a manifest with --pools"))
+		return nil, session.Errorf("read the pools from the cluster: %v%s", err, executor.Hint(err, "the hook's account needs get and list on deployments and replicasets: deploy/github-rbac.yaml; or give a manifest with --pools"))
 	}
 	for _, w := range set.Warnings {
 		fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: not a usable pool: %s\n", w)

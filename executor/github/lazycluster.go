@@ -8,8 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -35,7 +35,7 @@ func (l *lazyCluster) get() (Cluster, error) {
 		l.cl, l.err = l.connect()
 		l.trace.client(time.Since(t0))
 		if l.err != nil {
-			l.err = &executor.SystemError{Err: l.err}
+			l.err = &session.SystemError{Err: l.err}
 		}
 	})
 	return l.cl, l.err
@@ -66,13 +66,13 @@ func (l *lazyCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, st
 }
 
 // ExecBulk is the Cluster's ExecBulk when it has one, else its Exec
-// (executor.BulkExec).
+// (session.BulkExec).
 func (l *lazyCluster) ExecBulk(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	cl, err := l.get()
 	if err != nil {
 		return -1, err
 	}
-	return executor.BulkExec(cl)(ctx, p, argv, stdin, stdout, stderr)
+	return session.BulkExec(cl)(ctx, p, argv, stdin, stdout, stderr)
 }
 
 func (l *lazyCluster) Delete(ctx context.Context, p poolapi.Pod) error {

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/internal/shquote"
 )
 
@@ -94,9 +94,9 @@ func (h *Hook) runScriptStep(ctx context.Context, st *State, args ScriptStepArgs
 	// processes them after a failed step too.
 	if runErr == nil && len(back) > 0 {
 		if !tap.found {
-			runErr = executor.Errorf("the step's file commands did not come back from pod %s (was the step's shell killed?)", st.Pod.Name)
+			runErr = session.Errorf("the step's file commands did not come back from pod %s (was the step's shell killed?)", st.Pod.Name)
 		} else if err := readFiles(work, back, tap.rest.Bytes()); err != nil {
-			runErr = executor.Errorf("file commands from pod %s: %v", st.Pod.Name, err)
+			runErr = session.Errorf("file commands from pod %s: %v", st.Pod.Name, err)
 		}
 	}
 	if runErr != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/podcmd"
 )
 
@@ -68,7 +69,7 @@ func (h *Hook) sendWork(ctx context.Context, core *executor.Core, st *State) (al
 	for range pc.ready {
 	}
 	if tarErr != nil && !errors.Is(tarErr, context.Canceled) {
-		return false, executor.Errorf("the _work archive of %s: %v", work, tarErr)
+		return false, session.Errorf("the _work archive of %s: %v", work, tarErr)
 	}
 	if err != nil {
 		return false, err
@@ -145,14 +146,14 @@ func (h *Hook) putPieces(ctx context.Context, cancel context.CancelCauseFunc, co
 // putErr is the error of a transfer that stopped: a put's own error as
 // it is, a cancel of the job as one.
 func putErr(err error) error {
-	var se *executor.SystemError
+	var se *session.SystemError
 	switch {
 	case err == nil:
-		return executor.Errorf("the _work archive ended without its last piece")
+		return session.Errorf("the _work archive ended without its last piece")
 	case errors.As(err, &se):
 		return err
 	}
-	return executor.Errorf("sending _work: %v", err)
+	return session.Errorf("sending _work: %v", err)
 }
 
 // unpack is the shell script that follows the last piece's put, with the
@@ -186,7 +187,7 @@ func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, p w
 		argv = append([]string{"sh", "-c", `"$@" || exit $?` + "\nset -- " + strconv.Itoa(p.i+1) + "\n" + then, "sh"}, argv...)
 	}
 	var last string
-	exec := executor.BulkExec(h.Cluster)
+	exec := session.BulkExec(h.Cluster)
 	for attempt := 0; attempt <= h.Cfg.MaxStreamRetries; attempt++ {
 		var out, errb bytes.Buffer
 		code, err := exec(ctx, st.Pod, argv, bytes.NewReader(p.data), &out, &errb)
@@ -194,15 +195,15 @@ func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, p w
 			return out.String(), nil
 		}
 		if err == nil && code != control.ExitDataErr {
-			return "", executor.Errorf("job put %s in pod %s: exit %d: %s", dest, st.Pod.Name, code, strings.TrimSpace(errb.String()))
+			return "", session.Errorf("job put %s in pod %s: exit %d: %s", dest, st.Pod.Name, code, strings.TrimSpace(errb.String()))
 		}
 		if ctx.Err() != nil {
-			return "", executor.Errorf("job put %s: %v", dest, context.Cause(ctx))
+			return "", session.Errorf("job put %s: %v", dest, context.Cause(ctx))
 		}
 		last = fmt.Sprintf("exit %d %v %s", code, err, strings.TrimSpace(errb.String()))
 		fmt.Fprintf(core.Log, "warmpod: piece %d of _work did not arrive whole (%s): sending it again\n", p.i, last)
 	}
-	return "", executor.Errorf("job put %s in pod %s failed %d times: %s", dest, st.Pod.Name, h.Cfg.MaxStreamRetries+1, last)
+	return "", session.Errorf("job put %s in pod %s failed %d times: %s", dest, st.Pod.Name, h.Cfg.MaxStreamRetries+1, last)
 }
 
 // writeWorkTar writes the tar archive of work to w (see sendWork for

@@ -21,6 +21,7 @@ import (
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -98,20 +99,22 @@ type Driver struct {
 
 // SystemError is a failure of the pod, the cluster or a stream: run and
 // prepare exit with $SYSTEM_FAILURE_EXIT_CODE on it.
-type SystemError = executor.SystemError
+type SystemError = session.SystemError
 
-func sysErr(format string, a ...any) error { return executor.Errorf(format, a...) }
+func sysErr(format string, a ...any) error { return session.Errorf(format, a...) }
 
 // core is the CI-neutral executor for this call; with a state (run,
 // cleanup) its execs go through the job's multiplexer when it answers.
 func (d *Driver) core(job Job, st *state) *executor.Core {
-	var cl executor.Cluster = d.Cluster
+	var cl session.Cluster = d.Cluster
+	var claims executor.Claims = d.Cluster
 	if st != nil {
 		cl = d.Mux.Wrap(cl, d.muxKey(job), job.ID, st.Pod, d.Stdout)
 		d.muxed, _ = cl.(*mux.Cluster)
 	}
-	return &executor.Core{Cluster: d.timed(cl), Log: d.Stdout, WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout,
-		LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries, RBAC: "deploy/gitlab-rbac.yaml"}
+	return &executor.Core{
+		Session: session.Session{Cluster: d.timed(cl), Log: d.Stdout, LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries},
+		Claims:  d.timedClaims(claims), WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout, RBAC: "deploy/gitlab-rbac.yaml"}
 }
 
 // configOutput is config_exec's JSON document (GitLab Runner's
@@ -417,7 +420,7 @@ func (d *Driver) fitResources(ctx context.Context, ej *executor.Job, p pool.Pool
 		return warm, nil
 	}
 	ej.Resize = &want
-	ej.Fit = func(ctx context.Context, cl executor.Cluster, pod poolapi.Pod) error {
+	ej.Fit = func(ctx context.Context, cl session.Cluster, pod poolapi.Pod) error {
 		t0 := d.Now()
 		if pod.Resize != nil {
 			t0 = pod.Resize.SentAt()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -37,20 +38,28 @@ func (d *Driver) Span(name string, start time.Time) {
 
 // timed returns cl with each call recorded as a Span (cl itself without
 // Cfg.Timings).
-func (d *Driver) timed(cl executor.Cluster) executor.Cluster {
+func (d *Driver) timed(cl session.Cluster) session.Cluster {
 	if d.Cfg.Timings == "" || cl == nil {
 		return cl
 	}
 	return &timedCluster{Cluster: cl, d: d}
 }
 
+// timedClaims is c with each claim a Span of d's timings.
+func (d *Driver) timedClaims(c executor.Claims) executor.Claims {
+	if d.Cfg.Timings == "" || c == nil {
+		return c
+	}
+	return &timedClaims{Claims: c, d: d}
+}
+
 // timedAttach wraps a Core's Attach: the multiplexer's handover is a
 // Span, and the job start through it is timed too.
-func (d *Driver) timedAttach(att func(poolapi.Pod) (executor.Cluster, func(bool))) func(poolapi.Pod) (executor.Cluster, func(bool)) {
+func (d *Driver) timedAttach(att func(poolapi.Pod) (session.Cluster, func(bool))) func(poolapi.Pod) (session.Cluster, func(bool)) {
 	if d.Cfg.Timings == "" || att == nil {
 		return att
 	}
-	return func(pod poolapi.Pod) (executor.Cluster, func(bool)) {
+	return func(pod poolapi.Pod) (session.Cluster, func(bool)) {
 		t0 := d.Now()
 		cl, release := att(pod)
 		d.Span("multiplexer handover", t0)
@@ -60,18 +69,24 @@ func (d *Driver) timedAttach(att func(poolapi.Pod) (executor.Cluster, func(bool)
 
 // timedCluster records each call of its Cluster as a Span of its driver.
 type timedCluster struct {
-	executor.Cluster
+	session.Cluster
 	d *Driver
 }
 
-func (t *timedCluster) ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
-	defer t.d.Span("claim warm (list idle pods, patch)", t.d.Now())
-	return t.Cluster.ClaimWarm(ctx, p, owner, wait, fit)
+// timedClaims records each claim as a Span of its driver.
+type timedClaims struct {
+	executor.Claims
+	d *Driver
 }
 
-func (t *timedCluster) CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error) {
+func (t *timedClaims) ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
+	defer t.d.Span("claim warm (list idle pods, patch)", t.d.Now())
+	return t.Claims.ClaimWarm(ctx, p, owner, wait, fit)
+}
+
+func (t *timedClaims) CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error) {
 	defer t.d.Span("create cold pod, wait Ready", t.d.Now())
-	return t.Cluster.CreateCold(ctx, p, owner, why, timeout)
+	return t.Claims.CreateCold(ctx, p, owner, why, timeout)
 }
 
 func (t *timedCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {

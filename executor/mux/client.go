@@ -9,19 +9,19 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/muxproto"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// Cluster is an executor.Cluster whose Exec into the job's pod goes
+// Cluster is an session.Cluster whose Exec into the job's pod goes
 // through the job's multiplexer when it answers, and through the embedded
 // Cluster's direct exec when it does not (no socket, another job's, not
 // attached in time): the direct path is the tested one of every call
 // without a multiplexer, so a dead multiplexer never fails a job. Every
 // other method is the embedded Cluster's.
 type Cluster struct {
-	executor.Cluster
+	session.Cluster
 	// Sock is the job's multiplexer socket; Job and Pod the job and pod
 	// it must serve (it refuses a call for another).
 	Sock string
@@ -52,7 +52,7 @@ var errUnavailable = errors.New("multiplexer unavailable")
 // exec's round trip.
 const answerTimeout = 20 * time.Second
 
-// Exec runs argv in p as executor.Cluster.Exec does. Errors: as a direct
+// Exec runs argv in p as session.Cluster.Exec does. Errors: as a direct
 // exec's; a call the multiplexer took and then lost (its stream into the
 // pod broke, or it died) is a broken stream, which the core's stage
 // reattaches with --offset.

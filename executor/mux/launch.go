@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/muxproto"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -266,7 +266,7 @@ func Stop(sock, job string, pod poolapi.Pod, log io.Writer) {
 // It listens on the spec's socket (0600), says "ok" on fd 3, serves until
 // the job is over ([Server.Serve]), and removes the socket. It returns
 // the exit status.
-func Main(args []string, connect func() (executor.Cluster, error)) int {
+func Main(args []string, connect func() (session.Cluster, error)) int {
 	ready := os.NewFile(3, "ready")
 	fail := func(err error) int {
 		if ready != nil {
@@ -346,7 +346,7 @@ func Main(args []string, connect func() (executor.Cluster, error)) int {
 // lives (Spec.LeaseTTL, Spec.Runner), through the multiplexer's own
 // socket (so over its stream, and direct when the stream is not there);
 // ctx ends it with the multiplexer.
-func keepLease(ctx context.Context, cl executor.Cluster, spec Spec) {
+func keepLease(ctx context.Context, cl session.Cluster, spec Spec) {
 	if spec.LeaseTTL <= 0 || spec.Runner == nil {
 		return
 	}
@@ -379,7 +379,7 @@ func (l *Launcher) Sock(key string) string { return SocketPath(l.Dir, key) }
 
 // Wrap returns cl with Exec through the multiplexer of job (keyed key)
 // on pod, falling back to cl's own ([Cluster]); nil l returns cl.
-func (l *Launcher) Wrap(cl executor.Cluster, key, job string, pod poolapi.Pod, log io.Writer) executor.Cluster {
+func (l *Launcher) Wrap(cl session.Cluster, key, job string, pod poolapi.Pod, log io.Writer) session.Cluster {
 	if l == nil {
 		return cl
 	}
@@ -446,12 +446,12 @@ func (e *Early) start(job string, pod poolapi.Pod) error {
 // state directory (ErrStateDir) is said once on warn instead, with the
 // fix: warn is the CI system's default log level, since the job is
 // slower for it until someone acts. Nil e returns nil (no Attach).
-func (e *Early) Attacher(cl executor.Cluster, job string, log, warn io.Writer) func(poolapi.Pod) (executor.Cluster, func(bool)) {
+func (e *Early) Attacher(cl session.Cluster, job string, log, warn io.Writer) func(poolapi.Pod) (session.Cluster, func(bool)) {
 	if e == nil {
 		return nil
 	}
 	l, key := e.l, e.key
-	return func(pod poolapi.Pod) (executor.Cluster, func(bool)) {
+	return func(pod poolapi.Pod) (session.Cluster, func(bool)) {
 		if err := e.start(job, pod); err != nil {
 			switch {
 			case !errors.Is(err, ErrStateDir):

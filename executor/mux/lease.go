@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -105,11 +105,11 @@ func runnerGone(ctx context.Context, r Runner) <-chan struct{} {
 // not end the job, and a runner that dies still leaves a pod whose lease
 // lapses within ttl, as when nothing renews it. It returns true when the
 // runner is gone.
-func KeepLease(ctx context.Context, cl executor.Cluster, pod poolapi.Pod, job string, ttl time.Duration, r Runner, log io.Writer) bool {
+func KeepLease(ctx context.Context, cl session.Cluster, pod poolapi.Pod, job string, ttl time.Duration, r Runner, log io.Writer) bool {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gone := runnerGone(ctx, r)
-	core := &executor.Core{Cluster: cl, Log: log, LeaseTTL: ttl}
+	core := &session.Session{Cluster: cl, Log: log, LeaseTTL: ttl}
 	stop := core.KeepAlive(ctx, pod, job)
 	defer stop()
 	select {

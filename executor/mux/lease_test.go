@@ -12,13 +12,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
 // renewPod counts the lease renewals (`job status --job ID`) made in it.
 type renewPod struct {
-	executor.Cluster
+	session.Cluster
 	renewals atomic.Int32
 }
 

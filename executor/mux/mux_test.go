@@ -20,12 +20,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/muxproto"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// fakePod is an executor.Cluster whose Exec of `job attach` runs a
+// fakePod is an session.Cluster whose Exec of `job attach` runs a
 // stand-in for the pod's attach (it speaks muxproto on the exec's stdin
 // and stdout) and whose other execs are the "direct" path. Commands, as
 // argv[2] (warmpod's names, so the client carries them; the fake's
@@ -39,7 +39,7 @@ import (
 // With idleCut set, the stream is cut as an idle-timeout proxy would:
 // when nothing came from the host for that long.
 type fakePod struct {
-	executor.Cluster
+	session.Cluster
 	attaches, direct atomic.Int32
 	deletes, lists   atomic.Int32
 	heartbeat        bool

@@ -8,7 +8,7 @@
 // stage itself costs the pod a few milliseconds.
 //
 // The executor's calls reach it over a unix socket in the driver's state
-// directory ([Cluster] is the executor side: an executor.Cluster whose
+// directory ([Cluster] is the executor side: an session.Cluster whose
 // Exec goes through the multiplexer when it answers and through a direct
 // exec when it does not). Frames are package muxproto's; the contract is
 // docs/design/multiplexer.md.
@@ -31,7 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/muxproto"
 	"github.com/warmpod/warmpod/podcmd"
 	"github.com/warmpod/warmpod/poolapi"
@@ -61,7 +61,7 @@ const (
 // Server is one job's multiplexer. Its fields are set before Serve.
 type Server struct {
 	// Cluster opens the exec stream into the pod (*pool.Cluster).
-	Cluster executor.Cluster
+	Cluster session.Cluster
 	// Pod and Job are the only pod and job the multiplexer serves: a
 	// call that names another is refused.
 	Pod poolapi.Pod

@@ -18,8 +18,9 @@ import (
 // import a package of a lower layer only, and of its own layer only in
 // the libraries. The order is the read-in-this-order path of
 // CONTRIBUTING.md: the pod side (PID 1) beside the executor side, each on
-// the libraries; the executor side from the pool contract up to the
-// drivers; commands on top. A package not listed fails the test: a new
+// the libraries; the executor side from a job's calls on its pod (no
+// Kubernetes types: what a per-call process needs) through the claim to
+// the drivers; commands on top. A package not listed fails the test: a new
 // package is placed on purpose.
 var Layers = []struct {
 	Name string
@@ -27,10 +28,11 @@ var Layers = []struct {
 }{
 	{"libraries", []string{"internal/...", "poolapi", "muxproto", "lease", "joblog", "procscan", "limits",
 		"jobspec", "putfile", "control", "podcmd", "podapi", "probe", "shellproxy", "stageclient", "sizing"}},
+	{"a job's calls on its pod", []string{"executor/session"}},
+	{"a job's exec stream", []string{"executor/mux"}},
 	{"Kubernetes side of a pool", []string{"executor/pool"}},
 	{"PID 1", []string{"supervisor"}},
 	{"executor core", []string{"executor"}},
-	{"a job's exec stream", []string{"executor/mux"}},
 	{"drivers and pool controller", []string{"executor/github", "executor/gitlab", "pools"}},
 	{"commands", []string{"cmd/...", "charts", "e2e/..."}},
 }
@@ -100,6 +102,8 @@ func TestLayersCatchTheirCase(t *testing.T) {
 		{"control/x.go", "internal/jsonenc", 0},
 		{"internal/kubeclient/x.go", "executor/pool", 1},
 		{"executor/pool/x.go", "executor", 1},
+		{"executor/mux/x.go", "executor/pool", 1},
+		{"executor/session/x.go", "executor/mux", 1},
 		{"supervisor/x.go", "executor/pool", 0}, // below, not the PID 1 rule: TestPID1ImportsNoExecutorSide
 		{"executor/gitlab/x.go", "executor/github", 1},
 		{"newpkg/x.go", "control", 1},
@@ -166,4 +170,45 @@ func TestPID1ImportsNoExecutorSide(t *testing.T) {
 	require.True(t, seen["supervisor"], "the walk did not reach PID 1's supervisor")
 	sort.Strings(bad)
 	assert.Empty(t, bad)
+}
+
+// PerCall are the packages a driver's per-call process (a GitLab stage, an
+// Actions step) runs on: none of them may reach client-go or the
+// Kubernetes API types, whose package initialisation alone costs a
+// process start tens of milliseconds (issue 40).
+var PerCall = []string{"executor/session", "executor/mux"}
+
+func TestPerCallImportsNoKubernetes(t *testing.T) {
+	imports := map[string][]string{}
+	for _, f := range moduleFiles(t, root(t)) {
+		if !f.product || strings.HasSuffix(f.rel, "_test.go") {
+			continue
+		}
+		pkg := path.Dir(f.rel)
+		for _, is := range f.ast.Imports {
+			p, _ := strconv.Unquote(is.Path.Value)
+			imports[pkg] = append(imports[pkg], p)
+		}
+	}
+	for _, start := range PerCall {
+		seen := map[string]bool{}
+		var bad []string
+		var walk func(pkg string)
+		walk = func(pkg string) {
+			if seen[pkg] {
+				return
+			}
+			seen[pkg] = true
+			for _, p := range imports[pkg] {
+				if own, ok := strings.CutPrefix(p, module+"/"); ok {
+					walk(own)
+				} else if strings.HasPrefix(p, "k8s.io/") || strings.HasPrefix(p, "sigs.k8s.io/") {
+					bad = append(bad, pkg+" imports "+p)
+				}
+			}
+		}
+		walk(start)
+		require.NotEmpty(t, imports[start], "%s has no product files", start)
+		assert.Empty(t, bad, "%s reaches Kubernetes packages", start)
+	}
 }

@@ -1,4 +1,4 @@
-package executor
+package session
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func TestRunStageRetriesOnlyABrokenStream(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := &failingCluster{err: tc.err}
-			c := &Core{Cluster: fc, Log: io.Discard, MaxStreamRetries: tc.retries}
+			c := &Session{Cluster: fc, Log: io.Discard, MaxStreamRetries: tc.retries}
 			_, err := c.RunStage(context.Background(), poolapi.Pod{Name: "p", Bin: "/w/warmpod"}, "j1", "s1", []byte("true\n"), io.Discard, io.Discard, nil)
 			require.Error(t, err)
 			var se *SystemError
@@ -82,7 +82,7 @@ func TestRunStageShell(t *testing.T) {
 	for _, tc := range tests {
 		t.Run("shell "+tc.shell, func(t *testing.T) {
 			ac := &argvCluster{}
-			c := &Core{Cluster: ac, Log: io.Discard, Shell: tc.shell}
+			c := &Session{Cluster: ac, Log: io.Discard, Shell: tc.shell}
 			_, err := c.RunStage(context.Background(), poolapi.Pod{Name: "p", Bin: "/w/warmpod"}, "j1", "s1", []byte("true\n"), io.Discard, io.Discard, nil)
 			require.NoError(t, err)
 			require.Greater(t, len(ac.argv), 7)

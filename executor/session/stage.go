@@ -1,4 +1,4 @@
-package executor
+package session
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ import (
 // *SystemError: warmpod refused the stage, the stream failed more than
 // MaxStreamRetries times, or the Cluster's Exec returned a *SystemError
 // (an exec that never began: it is not retried).
-func (c *Core) RunStage(ctx context.Context, pod poolapi.Pod, jobID, name string, script []byte, stdout, stderr io.Writer, cancel <-chan struct{}) (*control.StageStatus, error) {
+func (c *Session) RunStage(ctx context.Context, pod poolapi.Pod, jobID, name string, script []byte, stdout, stderr io.Writer, cancel <-chan struct{}) (*control.StageStatus, error) {
 	sum := sha256.Sum256(script)
 	digest := hex.EncodeToString(sum[:])
 
@@ -93,7 +93,7 @@ func (c *Core) RunStage(ctx context.Context, pod poolapi.Pod, jobID, name string
 // the stage has ended on its own (done closed), for 2 minutes at most:
 // the stage may not be registered (69) or started (75) yet when the
 // cancel comes.
-func (c *Core) cancelStage(ctx context.Context, pod poolapi.Pod, jobID, name string, done <-chan struct{}) {
+func (c *Session) cancelStage(ctx context.Context, pod poolapi.Pod, jobID, name string, done <-chan struct{}) {
 	fmt.Fprintf(c.Log, "warmpod: cancelling stage %s in pod %s\n", name, pod.Name)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
