@@ -90,13 +90,16 @@ func run(args []string) int {
 	cfg := github.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL, MaxStreamRetries: *retries,
 		CancelGrace: *cancelGrace, ChunkSize: *chunk, Streams: *streams, Timeout: *timeout}
 	cfg.Timings = *timings
+	pods := &github.KubePods{Connect: func() (github.Cluster, error) {
+		return pool.Connect(*kubeconfig, *namespace, "warmpod-github/"+version)
+	}}
 	if *pools != "" {
 		set, err := pool.Load(*pools)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
 			return 1
 		}
-		cfg.Pools = set
+		pods.Pools = set
 	}
 	// The runner cancels with SIGINT, then SIGTERM 7.5 s later: either
 	// becomes a cancel of the step in the pod.
@@ -107,10 +110,10 @@ func run(args []string) int {
 		<-sigs
 		close(cancel)
 	}()
-	connect := func() (github.Cluster, error) {
+	connect := func() (session.Cluster, error) {
 		return pool.Connect(*kubeconfig, *namespace, "warmpod-github/"+version)
 	}
-	h := &github.Hook{Cfg: cfg, Connect: connect, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Began: began}
+	h := &github.Hook{Cfg: cfg, Connect: connect, Pods: pods, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Began: began}
 	if exe, err := os.Executable(); err == nil && *useMux {
 		h.Mux = &mux.Launcher{Argv: []string{exe, "--kubeconfig", *kubeconfig, "--namespace", *namespace},
 			Env: mux.Env(os.Environ(), "WARMPOD_GITHUB_"), Dir: *stateDir, LeaseTTL: *leaseTTL}

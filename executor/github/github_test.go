@@ -219,7 +219,13 @@ func (r *runner) hook(f *fakeCluster) (*Hook, *bytes.Buffer, *bytes.Buffer) {
 	set, err := pool.Parse(strings.NewReader(testPools))
 	require.NoError(r.t, err)
 	var out, errb bytes.Buffer
-	return &Hook{Cfg: Config{Pools: set, MaxStreamRetries: 2, ChunkSize: 1024}, Cluster: f, Env: r.env, Stdout: &out, Stderr: &errb}, &out, &errb
+	h := &Hook{Cfg: Config{MaxStreamRetries: 2, ChunkSize: 1024}, Env: r.env, Stdout: &out, Stderr: &errb}
+	kp := &KubePods{Pools: set}
+	if f != nil {
+		h.Cluster, kp.Cluster = f, f
+	}
+	h.Pods = kp
+	return h, &out, &errb
 }
 
 // call runs one command as the runner does and returns the exit status

@@ -14,31 +14,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/mux"
-	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// Cluster is what the hook needs of Kubernetes: the executor core's and
-// the pools read from the namespace (*pool.Cluster is the real one).
-type Cluster interface {
-	executor.Cluster
-	// Pools reads the pool Deployments of the namespace
-	// ([pool.Cluster.Pools]): their live templates, and the current
-	// ReplicaSet's pod-template-hash as the hash of the pods to claim.
-	Pools(ctx context.Context) (*pool.Set, error)
-}
-
 // Config is the hook's configuration (flags of warmpod-github, each also
 // WARMPOD_GITHUB_<NAME>).
 type Config struct {
-	// Pools is the pool manifest of --pools; nil: prepare_job and
-	// run_container_step read the pools from the cluster (Cluster.Pools),
-	// once per command, as warmpod-gitlab does. A job container's image
-	// picks its pool.
-	Pools *pool.Set
 	// WarmWait, ReadyTimeout, LeaseTTL and MaxStreamRetries are the
 	// executor core's (executor.Core).
 	WarmWait, ReadyTimeout, LeaseTTL time.Duration
@@ -76,11 +59,17 @@ type State struct {
 
 // Hook runs one command of the container hook.
 type Hook struct {
-	Cfg     Config
-	Cluster Cluster
+	Cfg Config
+	// Cluster reaches the job's pod (exec, delete, list: a step's and
+	// cleanup_job's calls).
+	Cluster session.Cluster
 	// Connect makes Cluster when it is nil, once the input has been read
 	// and checked: bad input is reported as such, whatever the kubeconfig.
-	Connect func() (Cluster, error)
+	Connect func() (session.Cluster, error)
+	// Pods carries out the commands that claim or create pods
+	// (prepare_job, run_container_step): KubePods, on client-go. Nil in a
+	// build without it, which refuses them with ErrNoPods.
+	Pods Pods
 	// Env is the hook process's environment (the runner's, plus GITHUB_*
 	// and RUNNER_*).
 	Env map[string]string
@@ -128,12 +117,10 @@ func (d warningWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// core is the CI-neutral executor for this command; with the job's state
-// its execs into the job's pod go through the job's multiplexer when it
-// answers.
-func (h *Hook) core(st *State) *executor.Core {
-	var cl session.Cluster = h.Cluster
-	var claims executor.Claims = h.Cluster
+// session makes this command's calls on the job's pod; with the job's
+// state its execs go through the job's multiplexer when it answers.
+func (h *Hook) session(st *State) *session.Session {
+	cl := h.Cluster
 	if st != nil {
 		cl = h.Mux.Wrap(cl, muxKey(st), st.Job, st.Pod, debugWriter{h.Stdout})
 		if mc, ok := cl.(*mux.Cluster); ok && h.trace != nil {
@@ -141,33 +128,22 @@ func (h *Hook) core(st *State) *executor.Core {
 			h.trace.via(mc)
 		}
 	}
-	return &executor.Core{
-		Session: session.Session{Cluster: cl, Log: debugWriter{h.Stdout}, LeaseTTL: h.Cfg.LeaseTTL,
-			MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace},
-		Claims: claims, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout, RBAC: "deploy/github-rbac.yaml"}
+	return &session.Session{Cluster: cl, Log: debugWriter{h.Stdout}, LeaseTTL: h.Cfg.LeaseTTL,
+		MaxStreamRetries: h.Cfg.MaxStreamRetries, CancelGrace: h.Cfg.CancelGrace}
 }
 
-// pools is the pool set for this command: the manifest of --pools, else
-// the pools read from the cluster now, so a pool Deployment edited
-// between two jobs (a new image, `kubectl set env`) is the next job's
-// pool, and only pods of its current ReplicaSet are claimed. Each
-// Deployment the read left out is a ::warning:: line in the step's log:
-// the operator must fix it, and its jobs meanwhile run on another pool's
-// template. Errors: the API server's (a SystemError, with the RBAC the
-// read needs) and no usable pool Deployment.
-func (h *Hook) pools(ctx context.Context) (*pool.Set, error) {
-	if h.Cfg.Pools != nil {
-		return h.Cfg.Pools, nil
-	}
-	set, err := h.Cluster.Pools(ctx)
-	if err != nil {
-		return nil, session.Errorf("read the pools from the cluster: %v%s", err, executor.Hint(err, "the hook's account needs get and list on deployments and replicasets: deploy/github-rbac.yaml; or give a manifest with --pools"))
-	}
-	for _, w := range set.Warnings {
-		fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: not a usable pool: %s\n", w)
-	}
-	return set, nil
+// Pods carries out the hook's commands that claim or create pods.
+type Pods interface {
+	// PrepareJob is prepare_job: a pod for the job container.
+	PrepareJob(ctx context.Context, h *Hook, args PrepareJobArgs, cancel <-chan struct{}) (*Response, error)
+	// RunContainerStep is run_container_step: a container action's
+	// image in a pod of its own.
+	RunContainerStep(ctx context.Context, h *Hook, job *State, args Container, cancel <-chan struct{}) error
 }
+
+// ErrNoPods is a command that claims or creates pods in a build without
+// Pods.
+var ErrNoPods = errors.New("this build of the hook claims no pods")
 
 // muxKey names the job's multiplexer.
 func muxKey(st *State) string { return "github/" + st.Job + "/" + st.Server }
@@ -237,7 +213,10 @@ func (h *Hook) run(ctx context.Context, stdin io.Reader, cancel <-chan struct{})
 		if err := unmarshalArgs(in.Args, &args); err != nil {
 			return err
 		}
-		resp, err = h.prepareJob(ctx, args, cancel)
+		if h.Pods == nil {
+			return ErrNoPods
+		}
+		resp, err = h.Pods.PrepareJob(ctx, h, args, cancel)
 	case CmdRunScriptStep:
 		st, serr := stateOf(in.State)
 		if serr != nil {
@@ -254,7 +233,10 @@ func (h *Hook) run(ctx context.Context, stdin io.Reader, cancel <-chan struct{})
 			return err
 		}
 		st, _ := stateOf(in.State) // a job without a job container has none
-		err = h.runContainerStep(ctx, st, args, cancel)
+		if h.Pods == nil {
+			return ErrNoPods
+		}
+		err = h.Pods.RunContainerStep(ctx, h, st, args, cancel)
 	case CmdCleanupJob:
 		st, _ := stateOf(in.State) // cleans up what it can without one
 		err = h.cleanupJob(ctx, st)
@@ -267,15 +249,17 @@ func (h *Hook) run(ctx context.Context, stdin io.Reader, cancel <-chan struct{})
 	return err
 }
 
-// connect sets up Cluster for command: at once, or for a step that the
-// job's multiplexer serves, at its first use (lazyCluster), which is
-// never when every exec of the step goes through the multiplexer.
+// connect sets up Cluster for command: for a step that the job's
+// multiplexer serves at its first use (session.Lazy), which is never when
+// every exec of the step goes through the multiplexer; for cleanup_job at
+// once. prepare_job and run_container_step are Pods', which connects its
+// own.
 func (h *Hook) connect(command string) error {
-	if h.Cluster != nil || h.Connect == nil {
+	if h.Cluster != nil || h.Connect == nil || command == CmdPrepareJob || command == CmdRunContainerStep {
 		return nil
 	}
 	if command == CmdRunScriptStep && h.Mux != nil {
-		h.Cluster = &lazyCluster{connect: h.Connect, trace: h.trace}
+		h.Cluster = &session.Lazy{Connect: h.Connect, Took: h.trace.client}
 		return nil
 	}
 	t0 := time.Now()
@@ -377,4 +361,17 @@ func (h *Hook) workDir() (string, error) {
 		return filepath.Dir(filepath.Dir(w)), nil
 	}
 	return "", fmt.Errorf("%w: neither RUNNER_TEMP nor GITHUB_WORKSPACE is set: is this called by the Actions runner?", ErrInput)
+}
+
+// cleanupJob ends the job in its pod (`warmpod job end`) and deletes the
+// pod, then every other pod labelled for this runner (an earlier job's it
+// lost track of, a prepare_job cancelled before it answered).
+func (h *Hook) cleanupJob(ctx context.Context, st *State) error {
+	s := h.session(st)
+	if st != nil {
+		s.End(ctx, &st.Pod, st.Job, poolapi.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner})
+		h.Mux.Stop(muxKey(st), st.Job, st.Pod, s.Log)
+	}
+	s.End(ctx, nil, "", poolapi.Owner{Runner: h.runner()})
+	return nil
 }

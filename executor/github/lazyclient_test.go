@@ -18,6 +18,7 @@ import (
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor/mux"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/muxproto"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -62,7 +63,7 @@ func TestRunScriptStepSetsUpAClientOnlyToGoDirect(t *testing.T) {
 			h, out, errb := r.hook(&fakeCluster{})
 			h.Cluster = nil
 			var connects atomic.Int32
-			h.Connect = func() (Cluster, error) {
+			h.Connect = func() (session.Cluster, error) {
 				connects.Add(1)
 				if tc.connectErr != nil {
 					return nil, tc.connectErr

@@ -121,7 +121,7 @@ func TestPrepareJobReadsThePoolsFromTheCluster(t *testing.T) {
 			k := clusterPools(tc.current)
 			f := &fakeCluster{kube: k}
 			h, out, errb := r.hook(f)
-			h.Cfg.Pools = nil
+			h.Pods.(*KubePods).Pools = nil
 			code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: jobImage}}, nil, nil)
 			require.Equal(t, 0, code, "stdout %s stderr %s", out, errb)
 			assert.Equal(t, 1, f.poolReads, "one read of the pools per prepare_job")
@@ -182,7 +182,7 @@ func TestWhichCommandsReadThePools(t *testing.T) {
 			f := &fakeCluster{kube: k}
 			h, out, errb := r.hook(f)
 			if !tc.file {
-				h.Cfg.Pools = nil
+				h.Pods.(*KubePods).Pools = nil
 			}
 			code, _ := r.call(h, tc.cmd, tc.args, tc.state, nil)
 			require.Equal(t, 0, code, "stdout %s stderr %s", out, errb)
@@ -216,7 +216,7 @@ func TestPrepareJobWhenThePoolsCannotBeRead(t *testing.T) {
 			r := newRunner(t)
 			f := &fakeCluster{kube: tc.kube}
 			h, _, errb := r.hook(f)
-			h.Cfg.Pools = nil
+			h.Pods.(*KubePods).Pools = nil
 			code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: jobImage}}, nil, nil)
 			assert.Equal(t, 1, code)
 			assert.Nil(t, resp)

@@ -10,17 +10,91 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
 // posixName is the rule warmpod's job start applies to variable names.
 var posixName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// KubePods carries out the hook's commands that claim or create pods
+// (prepare_job, run_container_step) on client-go: Hook.Pods of the full
+// warmpod-github.
+type KubePods struct {
+	// Cluster claims, creates and reaches pods; nil: Connect makes it.
+	Cluster Cluster
+	// Connect makes Cluster, once the input has been read and checked.
+	Connect func() (Cluster, error)
+	// Pools is the pool manifest of --pools; nil: the pools are read from
+	// the cluster (Cluster.Pools), once per command, as warmpod-gitlab
+	// does. A job container's image picks its pool.
+	Pools *pool.Set
+}
+
+// connect sets up Cluster (once).
+func (k *KubePods) connect(h *Hook) error {
+	if k.Cluster != nil || k.Connect == nil {
+		return nil
+	}
+	t0 := time.Now()
+	cl, err := k.Connect()
+	h.trace.client(time.Since(t0))
+	if err != nil {
+		return err
+	}
+	k.Cluster = cl
+	return nil
+}
+
+// Cluster is what KubePods needs of Kubernetes: the executor core's and
+// the pools read from the namespace (*pool.Cluster is the real one).
+type Cluster interface {
+	executor.Cluster
+	// Pools reads the pool Deployments of the namespace
+	// ([pool.Cluster.Pools]): their live templates, and the current
+	// ReplicaSet's pod-template-hash as the hash of the pods to claim.
+	Pools(ctx context.Context) (*pool.Set, error)
+}
+
+// core is the CI-neutral executor for this command: its claims are
+// Cluster's; with the job's state its execs into the job's pod go
+// through the job's multiplexer when it answers.
+func (k *KubePods) core(h *Hook, st *State) *executor.Core {
+	saved := h.Cluster
+	h.Cluster = k.Cluster
+	s := h.session(st)
+	h.Cluster = saved
+	return &executor.Core{Session: *s, Claims: k.Cluster, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout, RBAC: "deploy/github-rbac.yaml"}
+}
+
+// pools is the pool set for this command: the manifest of --pools, else
+// the pools read from the cluster now, so a pool Deployment edited
+// between two jobs (a new image, `kubectl set env`) is the next job's
+// pool, and only pods of its current ReplicaSet are claimed. Each
+// Deployment the read left out is a ::warning:: line in the step's log:
+// the operator must fix it, and its jobs meanwhile run on another pool's
+// template. Errors: the API server's (a SystemError, with the RBAC the
+// read needs) and no usable pool Deployment.
+func (k *KubePods) pools(ctx context.Context, h *Hook) (*pool.Set, error) {
+	if k.Pools != nil {
+		return k.Pools, nil
+	}
+	set, err := k.Cluster.Pools(ctx)
+	if err != nil {
+		return nil, session.Errorf("read the pools from the cluster: %v%s", err, executor.Hint(err, "the hook's account needs get and list on deployments and replicasets: deploy/github-rbac.yaml; or give a manifest with --pools"))
+	}
+	for _, w := range set.Warnings {
+		fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: not a usable pool: %s\n", w)
+	}
+	return set, nil
+}
 
 // prepareJob gets a pod for the job container and hands the job to it:
 // a warm pod of the pool whose image and services are the job's, else a
@@ -30,13 +104,17 @@ var posixName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // _work goes into the pod once, verified (sendWork). The answer carries
 // isAlpine, the job and service containers of the job context, and the
 // state every later command gets.
-func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-chan struct{}) (*Response, error) {
+// PrepareJob is prepare_job ([Pods]).
+func (k *KubePods) PrepareJob(ctx context.Context, h *Hook, args PrepareJobArgs, cancel <-chan struct{}) (*Response, error) {
 	if args.Container == nil {
 		return nil, fmt.Errorf("%w: the job has no container: warmpod-github runs jobs in a job container (set `container:`; ARC's ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER=true refuses the others)", ErrInput)
 	}
 	c := args.Container
 	if c.Image == "" || (c.Dockerfile != nil && *c.Dockerfile != "") {
 		return nil, fmt.Errorf("%w: the job container needs an image (a Dockerfile cannot be built in Kubernetes mode)", ErrInput)
+	}
+	if err := k.connect(h); err != nil {
+		return nil, err
 	}
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -47,7 +125,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 		case <-ctx.Done():
 		}
 	}()
-	set, err := h.pools(ctx)
+	set, err := k.pools(ctx, h)
 	if err != nil {
 		return nil, err
 	}
@@ -69,8 +147,8 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(actionsEnv(c.EnvironmentVariables)), Owner: owner}
 	early := h.Mux.Early(muxKey(st))
 	defer early.Close()
-	core := h.core(nil)
-	core.Attach = early.Attacher(h.Cluster, st.Job, core.Log, warningWriter{h.Stderr})
+	core := k.core(h, nil)
+	core.Attach = early.Attacher(k.Cluster, st.Job, core.Log, warningWriter{h.Stderr})
 	pod, err := core.Acquire(ctx, p, warm, job)
 	if err != nil {
 		return nil, err
@@ -83,7 +161,7 @@ func (h *Hook) prepareJob(ctx context.Context, args PrepareJobArgs, cancel <-cha
 	fmt.Fprintf(core.Log, "warmpod: job %s runs on %s pod %s (pool %s)\n", st.Job, kind, pod.Name, pod.Pool)
 	// _work goes in by exec of a shell of its own (the stream carries only
 	// warmpod's job commands); the multiplexer attaches meanwhile.
-	probed, err := h.sendWork(ctx, core, st)
+	probed, err := h.sendWork(ctx, core.Log, k.Cluster, st)
 	if err != nil {
 		core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
 		h.Mux.Stop(muxKey(st), st.Job, st.Pod, core.Log)
@@ -217,31 +295,19 @@ func ports(mappings []string) map[string]string {
 	return out
 }
 
-// cleanupJob ends the job in its pod (`warmpod job end`) and deletes the
-// pod, then every other pod labelled for this runner (an earlier job's it
-// lost track of, a prepare_job cancelled before it answered).
-func (h *Hook) cleanupJob(ctx context.Context, st *State) error {
-	core := h.core(st)
-	if st != nil {
-		core.End(ctx, &st.Pod, st.Job, poolapi.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner})
-		h.Mux.Stop(muxKey(st), st.Job, st.Pod, core.Log)
-	}
-	core.End(ctx, nil, "", poolapi.Owner{Runner: h.runner()})
-	return nil
-}
-
 // runContainerStep runs a container action's image: a cold pod of it (or
 // a warm one of a pool of that image), the runner's _work brought in, the
 // entry point with its arguments run as one stage, the pod deleted after.
 // A Dockerfile action is refused: nothing can build an image here.
-func (h *Hook) runContainerStep(ctx context.Context, job *State, c Container, cancel <-chan struct{}) error {
+// RunContainerStep is run_container_step ([Pods]).
+func (k *KubePods) RunContainerStep(ctx context.Context, h *Hook, job *State, c Container, cancel <-chan struct{}) error {
 	if c.Dockerfile != nil && *c.Dockerfile != "" {
 		return fmt.Errorf("%w: Dockerfile actions are not supported in Kubernetes mode (nothing builds images here): publish the image and use `uses: docker://IMAGE`", ErrInput)
 	}
 	if c.Image == "" {
 		return fmt.Errorf("%w: run_container_step without an image", ErrInput)
 	}
-	set, err := h.pools(ctx)
+	set, err := k.pools(ctx, h)
 	if err != nil {
 		return err
 	}
@@ -251,7 +317,7 @@ func (h *Hook) runContainerStep(ctx context.Context, job *State, c Container, ca
 	}
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
 	owner := poolapi.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
-	core := h.core(job)
+	core := k.core(h, job)
 	if job != nil {
 		// No stage runs in the job's own pod meanwhile: keep its lease.
 		defer core.KeepAlive(ctx, job.Pod, job.Job)()
@@ -262,7 +328,7 @@ func (h *Hook) runContainerStep(ctx context.Context, job *State, c Container, ca
 	}
 	st.Pod = pod
 	defer core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
-	if _, err := h.sendWork(ctx, core, st); err != nil {
+	if _, err := h.sendWork(ctx, core.Log, k.Cluster, st); err != nil {
 		return err
 	}
 	var argv []string

@@ -79,14 +79,14 @@ func (h *Hook) runScriptStep(ctx context.Context, st *State, args ScriptStepArgs
 	tap := &fileTap{w: h.Stdout, marker: []byte(fileMarker())}
 	var script bytes.Buffer
 	writeStepScript(&script, files, args.EnvironmentVariables, args.PrependPath, args.WorkingDirectory, append([]string{args.EntryPoint}, args.EntryPointArgs...), back, string(tap.marker))
-	core := h.core(st)
+	sess := h.session(st)
 	// The stage script is POSIX sh, so sh runs it rather than bash (auto):
 	// a shell and a subshell cheaper to start on every step. The job's
 	// container has an sh: prepare_job's _work unpack runs one, and so
 	// does every step of the runner's default shell.
-	core.Shell = "sh"
+	sess.Shell = "sh"
 	h.trace.stage()
-	final, runErr := core.RunStage(ctx, st.Pod, st.Job, stageName(), script.Bytes(), tap, debugWriter{h.Stdout}, cancel)
+	final, runErr := sess.RunStage(ctx, st.Pod, st.Job, stageName(), script.Bytes(), tap, debugWriter{h.Stdout}, cancel)
 	h.trace.final(final)
 	clear(script.Bytes()) // it holds the step's secrets
 	tap.flush()

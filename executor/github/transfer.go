@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/podcmd"
 )
@@ -37,7 +36,7 @@ import (
 // exec unpacks them (see unpack) and tells whether the image is Alpine
 // (/etc/alpine-release), the answer prepare_job gives when the pool does
 // not say. A debug line gives where the time went (workTimings).
-func (h *Hook) sendWork(ctx context.Context, core *executor.Core, st *State) (alpine bool, err error) {
+func (h *Hook) sendWork(ctx context.Context, log io.Writer, cl session.Cluster, st *State) (alpine bool, err error) {
 	work, err := h.workDir()
 	if err != nil {
 		return false, err
@@ -64,7 +63,7 @@ func (h *Hook) sendWork(ctx context.Context, core *executor.Core, st *State) (al
 		tarTime = time.Since(t)
 	}()
 	var tm workTimings
-	out, err := h.putPieces(ctx, cancel, core, st, pc, streams, &tm)
+	out, err := h.putPieces(ctx, cancel, cl, st, pc, streams, &tm)
 	cancel(nil) // the archive's writer stops at its next piece when a put failed
 	for range pc.ready {
 	}
@@ -77,8 +76,8 @@ func (h *Hook) sendWork(ctx context.Context, core *executor.Core, st *State) (al
 	tm.bytes, tm.pieces, tm.streams, tm.wall = pc.size, pc.n, streams, time.Since(t0)
 	tm.collect, tm.hash, tm.wait = tarTime-pc.hashing-pc.waiting, pc.hashing, pc.waiting
 	tm.extract = extractTime(out)
-	fmt.Fprintf(core.Log, "warmpod: _work (%d bytes in %d pieces) is in pod %s\n", pc.size, pc.n, st.Pod.Name)
-	fmt.Fprintf(core.Log, "warmpod: _work timings: %s\n", tm)
+	fmt.Fprintf(log, "warmpod: _work (%d bytes in %d pieces) is in pod %s\n", pc.size, pc.n, st.Pod.Name)
+	fmt.Fprintf(log, "warmpod: _work timings: %s\n", tm)
 	return strings.Contains(out, "alpine"), nil
 }
 
@@ -94,7 +93,7 @@ const (
 // last one with the unpack once all others are in; it returns the
 // unpack's output. A failed put cancels ctx (cancel) with its error, so
 // the others and the archive's writer stop.
-func (h *Hook) putPieces(ctx context.Context, cancel context.CancelCauseFunc, core *executor.Core, st *State, pc *piecer, streams int, tm *workTimings) (string, error) {
+func (h *Hook) putPieces(ctx context.Context, cancel context.CancelCauseFunc, cl session.Cluster, st *State, pc *piecer, streams int, tm *workTimings) (string, error) {
 	sem := make(chan struct{}, streams)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -109,7 +108,7 @@ func (h *Hook) putPieces(ctx context.Context, cancel context.CancelCauseFunc, co
 			if !first.IsZero() {
 				tm.putWall = last.Sub(first)
 			}
-			out, err := h.putPiece(ctx, core, st, p, unpack)
+			out, err := h.putPiece(ctx, cl, st, p, unpack)
 			tm.last = time.Since(t)
 			return out, err
 		}
@@ -123,7 +122,7 @@ func (h *Hook) putPieces(ctx context.Context, cancel context.CancelCauseFunc, co
 		go func() {
 			defer wg.Done()
 			t := time.Now()
-			_, err := h.putPiece(ctx, core, st, p, "")
+			_, err := h.putPiece(ctx, cl, st, p, "")
 			mu.Lock()
 			if first.IsZero() {
 				first = t
@@ -177,7 +176,7 @@ if [ -e /etc/alpine-release ]; then echo alpine; fi`
 // script then after it in the same exec when then is set (its stdout is
 // returned); it tries again, from the start of the piece, after a broken
 // stream or a digest mismatch (65), MaxStreamRetries times.
-func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, p workPiece, then string) (string, error) {
+func (h *Hook) putPiece(ctx context.Context, cl session.Cluster, st *State, p workPiece, then string) (string, error) {
 	dest := fmt.Sprintf("%s/.warmpod-work.%04d", workMount, p.i)
 	argv := podcmd.JobPut{Bin: st.Pod.Bin, Dest: dest, Job: st.Job, Size: len(p.data), SHA256: p.sum, Mode: 0o600}.Argv()
 	if then != "" {
@@ -187,7 +186,7 @@ func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, p w
 		argv = append([]string{"sh", "-c", `"$@" || exit $?` + "\nset -- " + strconv.Itoa(p.i+1) + "\n" + then, "sh"}, argv...)
 	}
 	var last string
-	exec := session.BulkExec(h.Cluster)
+	exec := session.BulkExec(cl)
 	for attempt := 0; attempt <= h.Cfg.MaxStreamRetries; attempt++ {
 		var out, errb bytes.Buffer
 		code, err := exec(ctx, st.Pod, argv, bytes.NewReader(p.data), &out, &errb)
@@ -201,7 +200,7 @@ func (h *Hook) putPiece(ctx context.Context, core *executor.Core, st *State, p w
 			return "", session.Errorf("job put %s: %v", dest, context.Cause(ctx))
 		}
 		last = fmt.Sprintf("exit %d %v %s", code, err, strings.TrimSpace(errb.String()))
-		fmt.Fprintf(core.Log, "warmpod: piece %d of _work did not arrive whole (%s): sending it again\n", p.i, last)
+		fmt.Fprintf(debugWriter{h.Stdout}, "warmpod: piece %d of _work did not arrive whole (%s): sending it again\n", p.i, last)
 	}
 	return "", session.Errorf("job put %s in pod %s failed %d times: %s", dest, st.Pod.Name, h.Cfg.MaxStreamRetries+1, last)
 }

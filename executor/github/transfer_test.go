@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -192,7 +193,7 @@ func TestSendWorkInParallel(t *testing.T) {
 	h, out, _ := r.hook(nil)
 	h.Cluster, h.Cfg.Streams = f, 3
 	st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
-	_, err := h.sendWork(context.Background(), h.core(nil), st)
+	_, err := h.sendWork(context.Background(), debugWriter{h.Stdout}, h.Cluster, st)
 	require.NoError(t, err)
 	assert.Equal(t, 3, f.hi, "Streams puts at once")
 	var names []string
@@ -236,7 +237,7 @@ func TestSendWorkFails(t *testing.T) {
 			h, _, _ := r.hook(nil)
 			h.Cluster, h.Cfg.Streams = f, 3
 			st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
-			_, err := h.sendWork(context.Background(), h.core(nil), st)
+			_, err := h.sendWork(context.Background(), debugWriter{h.Stdout}, h.Cluster, st)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), strings.ReplaceAll(tc.wantErr, "%ROOT%", r.root))
 			for _, a := range f.execs {
@@ -258,7 +259,7 @@ func TestSendWorkCancelled(t *testing.T) {
 	st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
 	errc := make(chan error, 1)
 	go func() {
-		_, err := h.sendWork(ctx, h.core(nil), st)
+		_, err := h.sendWork(ctx, debugWriter{h.Stdout}, h.Cluster, st)
 		errc <- err
 	}()
 	<-f.started
@@ -329,10 +330,10 @@ func TestSendWorkPiecesGoByTheBulkTransport(t *testing.T) {
 		h.Cfg.Streams = 2
 		h.Cluster = f
 		if lazy {
-			h.Cluster = &lazyCluster{connect: func() (Cluster, error) { return f, nil }}
+			h.Cluster = &session.Lazy{Connect: func() (session.Cluster, error) { return f, nil }}
 		}
 		st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
-		_, err := h.sendWork(context.Background(), h.core(nil), st)
+		_, err := h.sendWork(context.Background(), debugWriter{h.Stdout}, h.Cluster, st)
 		require.NoError(t, err)
 		require.Greater(t, len(f.execs), 10)
 		assert.Equal(t, len(f.execs), f.bulk, "lazy=%v: every exec of the transfer went by ExecBulk", lazy)
