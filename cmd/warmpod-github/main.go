@@ -7,10 +7,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,8 +22,6 @@ import (
 
 	"github.com/warmpod/warmpod/executor/github"
 	"github.com/warmpod/warmpod/executor/mux"
-	"github.com/warmpod/warmpod/executor/pool"
-	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/internal/flagenv"
 )
 
@@ -29,7 +29,7 @@ import (
 var version = "dev"
 
 const usage = `usage: warmpod-github [flags]           (a container hook: the command on stdin, as the runner sends it)
-       warmpod-github install DIR     (copies itself to DIR/warmpod-github, the shim to DIR/warmpod-github.sh)
+       warmpod-github install DIR     (copies itself to DIR/warmpod-github, the per-step build beside it to DIR/warmpod-github-step, the shim to DIR/warmpod-github.sh)
        warmpod-github version
 flags (each also as WARMPOD_GITHUB_<NAME>, which is how a runner pod sets them):`
 
@@ -69,20 +69,22 @@ func run(args []string) int {
 	}
 	switch {
 	case *showVersion || fs.NArg() == 1 && fs.Arg(0) == "version":
-		fmt.Println("warmpod-github", version)
+		fmt.Println(buildName, version)
 		return 0
 	case fs.NArg() == 2 && fs.Arg(0) == "install":
-		if err := install(fs.Arg(1)); err != nil {
+		files, err := install(fs.Arg(1))
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "warmpod-github: install:", err)
 			return 73
 		}
-		fmt.Println("installed", fs.Arg(1)+"/warmpod-github", fs.Arg(1)+"/warmpod-github.sh")
+		fmt.Println("installed", strings.Join(files, " "))
 		return 0
 	case fs.NArg() == 2 && fs.Arg(0) == "mux":
 		// A job's multiplexer, started by prepare_job (package mux).
-		return mux.Main(fs.Args()[1:], func() (session.Cluster, error) {
-			return pool.Connect(*kubeconfig, *namespace, "warmpod-github/"+version)
-		})
+		return muxMain(fs.Args()[1:], *kubeconfig, *namespace)
+	case fs.NArg() == 1 && fs.Arg(0) == "pod-exec":
+		// One direct call of the per-step build (package podexec).
+		return podExec(*kubeconfig, *namespace)
 	case fs.NArg() != 0:
 		fmt.Fprintf(os.Stderr, "::error::warmpod-github: unknown command %q; with no command it is the runner's container hook (the command on stdin), or: install DIR, version, help\n", strings.Join(fs.Args(), " "))
 		return 2
@@ -90,16 +92,20 @@ func run(args []string) int {
 	cfg := github.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL, MaxStreamRetries: *retries,
 		CancelGrace: *cancelGrace, ChunkSize: *chunk, Streams: *streams, Timeout: *timeout}
 	cfg.Timings = *timings
-	pods := &github.KubePods{Connect: func() (github.Cluster, error) {
-		return pool.Connect(*kubeconfig, *namespace, "warmpod-github/"+version)
-	}}
-	if *pools != "" {
-		set, err := pool.Load(*pools)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
-			return 1
-		}
-		pods.Pools = set
+	pods, err := kubePods(*kubeconfig, *namespace, *pools)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
+		return 1
+	}
+	// The whole command first: the per-step build hands every command but
+	// a step to the full build, with the same stdin.
+	input, err := io.ReadAll(io.LimitReader(os.Stdin, github.MaxInput))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "::error::warmpod-github: stdin:", err)
+		return 1
+	}
+	if code, handed := handOver(input, *useMux); handed {
+		return code
 	}
 	// The runner cancels with SIGINT, then SIGTERM 7.5 s later: either
 	// becomes a cancel of the step in the pod.
@@ -110,10 +116,7 @@ func run(args []string) int {
 		<-sigs
 		close(cancel)
 	}()
-	connect := func() (session.Cluster, error) {
-		return pool.Connect(*kubeconfig, *namespace, "warmpod-github/"+version)
-	}
-	h := &github.Hook{Cfg: cfg, Connect: connect, Pods: pods, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Began: began}
+	h := &github.Hook{Cfg: cfg, Connect: connector(*kubeconfig, *namespace), Pods: pods, Env: env(), Stdout: os.Stdout, Stderr: os.Stderr, Began: began}
 	if exe, err := os.Executable(); err == nil && *useMux {
 		h.Mux = &mux.Launcher{Argv: []string{exe, "--kubeconfig", *kubeconfig, "--namespace", *namespace},
 			Env: mux.Env(os.Environ(), "WARMPOD_GITHUB_"), Dir: *stateDir, LeaseTTL: *leaseTTL}
@@ -123,7 +126,7 @@ func run(args []string) int {
 		// Without it (an error: the parent is gone) it renews nothing.
 		h.Mux.Runner, _ = mux.RunnerOf(os.Getppid())
 	}
-	return h.Run(context.Background(), os.Stdin, cancel)
+	return h.Run(context.Background(), bytes.NewReader(input), cancel)
 }
 
 // validate refuses flag values the hook cannot work with, naming the flag

@@ -40,3 +40,22 @@ func TestShimExecsTheBinaryBesideIt(t *testing.T) {
 		})
 	}
 }
+
+// With the per-step build beside it, the shim execs that one, however it
+// is named; without, warmpod-github.
+func TestShimPrefersThePerStepBuild(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "warmpod-github.sh"), shim, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "warmpod-github"), []byte("#!/bin/sh\necho full $1\n"), 0o755))
+	run := func(path, cwd string) string {
+		cmd := exec.Command("/bin/bash", "-e", path, "x")
+		cmd.Dir, cmd.Env = cwd, []string{"PATH=" + t.TempDir()}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return string(out)
+	}
+	assert.Equal(t, "full x\n", run(filepath.Join(dir, "warmpod-github.sh"), "/"))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "warmpod-github-step"), []byte("#!/bin/sh\necho step $1\n"), 0o755))
+	assert.Equal(t, "step x\n", run(filepath.Join(dir, "warmpod-github.sh"), "/"))
+	assert.Equal(t, "step x\n", run("warmpod-github.sh", dir))
+}

@@ -37,9 +37,10 @@ var (
 	hookErr  error
 )
 
-// hookShim is a directory with warmpod-github and its shim:
-// $WARMPOD_GITHUB_BIN (make e2e-kube builds it, the shim beside it), else
-// a fresh build.
+// hookShim is a directory with warmpod-github, its per-step build and its
+// shim, installed as the runner pod's init container installs them from
+// $WARMPOD_GITHUB_BIN and the -step beside it (make e2e-kube builds
+// both), else from fresh builds.
 func hookShim(t testing.TB) string {
 	t.Helper()
 	hookOnce.Do(func() {
@@ -49,20 +50,28 @@ func hookShim(t testing.TB) string {
 			return
 		}
 		hookDir = dir
+		// The full build and the per-step build beside it (`make build`
+		// makes both): install copies both, as an init container does.
 		bin := os.Getenv("WARMPOD_GITHUB_BIN")
+		src := filepath.Join(dir, "src")
 		if bin == "" {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "warmpod-github"), filepath.Join(repoRoot, "cmd/warmpod-github")).CombinedOutput()
-			if err != nil {
-				hookErr = fmt.Errorf("go build: %v: %s", err, out)
-				return
+			for name, tags := range map[string]string{"warmpod-github": "", "warmpod-github-step": "percall"} {
+				out, err := exec.Command("go", "build", "-tags", tags, "-o", filepath.Join(src, name), filepath.Join(repoRoot, "cmd/warmpod-github")).CombinedOutput()
+				if err != nil {
+					hookErr = fmt.Errorf("go build: %v: %s", err, out)
+					return
+				}
 			}
-		} else if out, err := exec.Command("cp", bin, filepath.Join(dir, "warmpod-github")).CombinedOutput(); err != nil {
+		} else if out, err := exec.Command("mkdir", "-p", src).CombinedOutput(); err != nil {
+			hookErr = fmt.Errorf("mkdir: %v: %s", err, out)
+			return
+		} else if out, err := exec.Command("cp", bin, bin+"-step", src).CombinedOutput(); err != nil {
 			hookErr = fmt.Errorf("cp: %v: %s", err, out)
 			return
 		}
-		// As the runner pod's init container does it.
-		if out, err := exec.Command(filepath.Join(dir, "warmpod-github"), "install", dir).CombinedOutput(); err != nil {
+		if out, err := exec.Command(filepath.Join(src, "warmpod-github"), "install", dir).CombinedOutput(); err != nil {
 			hookErr = fmt.Errorf("warmpod-github install: %v: %s", err, out)
+			return
 		}
 	})
 	require.NoError(t, hookErr)

@@ -141,6 +141,9 @@ type Pods interface {
 	RunContainerStep(ctx context.Context, h *Hook, job *State, args Container, cancel <-chan struct{}) error
 }
 
+// MaxInput bounds the command the hook reads from stdin, in bytes.
+const MaxInput = 64 << 20
+
 // ErrNoPods is a command that claims or creates pods in a build without
 // Pods.
 var ErrNoPods = errors.New("this build of the hook claims no pods")
@@ -188,7 +191,7 @@ func (h *Hook) status(err error) int {
 func (h *Hook) run(ctx context.Context, stdin io.Reader, cancel <-chan struct{}) error {
 	// The runner writes one line; hooklib keeps the last non-empty line,
 	// so does this (a stray empty line after it is not an error).
-	b, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
+	b, err := io.ReadAll(io.LimitReader(stdin, MaxInput))
 	if err != nil {
 		return fmt.Errorf("%w: stdin: %v", ErrInput, err)
 	}

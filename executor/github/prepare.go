@@ -1,3 +1,5 @@
+//go:build !percall
+
 package github
 
 import (
@@ -5,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,9 +21,6 @@ import (
 	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
-
-// posixName is the rule warmpod's job start applies to variable names.
-var posixName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // KubePods carries out the hook's commands that claim or create pods
 // (prepare_job, run_container_step) on client-go: Hook.Pods of the full

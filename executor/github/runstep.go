@@ -12,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -21,6 +22,9 @@ import (
 	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/internal/shquote"
 )
+
+// posixName is the rule warmpod's job start applies to variable names.
+var posixName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // workMount is where the runner's _work is in the job container (the
 // runner's path translation: _work → /__w).

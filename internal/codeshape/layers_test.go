@@ -1,9 +1,11 @@
 package codeshape
 
 import (
+	"go/build/constraint"
 	"go/parser"
 	"go/token"
 	"path"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -29,7 +31,7 @@ var Layers = []struct {
 	{"libraries", []string{"internal/...", "poolapi", "muxproto", "lease", "joblog", "procscan", "limits",
 		"jobspec", "putfile", "control", "podcmd", "podapi", "probe", "shellproxy", "stageclient", "sizing"}},
 	{"a job's calls on its pod", []string{"executor/session"}},
-	{"a job's exec stream", []string{"executor/mux"}},
+	{"a job's exec stream, and a call through a child", []string{"executor/mux", "executor/podexec"}},
 	{"Kubernetes side of a pool", []string{"executor/pool"}},
 	{"PID 1", []string{"supervisor"}},
 	{"executor core", []string{"executor"}},
@@ -176,12 +178,35 @@ func TestPID1ImportsNoExecutorSide(t *testing.T) {
 // Actions step) runs on: none of them may reach client-go or the
 // Kubernetes API types, whose package initialisation alone costs a
 // process start tens of milliseconds (issue 40).
-var PerCall = []string{"executor/session", "executor/mux"}
+var PerCall = []string{"executor/session", "executor/mux", "executor/podexec", "executor/github", "cmd/warmpod-github"}
+
+// inPerCallBuild tells whether f is compiled into the per-step build
+// (`go build -tags percall`): its //go:build line, if any, holds with the
+// percall tag set (and linux/amd64, as `make build` builds).
+func inPerCallBuild(f goFile) bool {
+	for _, cg := range f.ast.Comments {
+		if cg.Pos() > f.ast.Package {
+			break
+		}
+		for _, c := range cg.List {
+			if constraint.IsGoBuild(c.Text) {
+				expr, err := constraint.Parse(c.Text)
+				if err != nil {
+					return true
+				}
+				return expr.Eval(func(tag string) bool {
+					return tag == "percall" || tag == "linux" || tag == "unix" || tag == runtime.GOARCH
+				})
+			}
+		}
+	}
+	return true
+}
 
 func TestPerCallImportsNoKubernetes(t *testing.T) {
 	imports := map[string][]string{}
 	for _, f := range moduleFiles(t, root(t)) {
-		if !f.product || strings.HasSuffix(f.rel, "_test.go") {
+		if !f.product || strings.HasSuffix(f.rel, "_test.go") || !inPerCallBuild(f) {
 			continue
 		}
 		pkg := path.Dir(f.rel)
