@@ -186,7 +186,7 @@ image-tar: build ## OCI image (busybox-static + warmpod) → bin/warmpod-image.t
 	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT) $(IMAGE) $(IMAGE_TAR) '["/usr/local/bin/warmpod"]'
 	rm -rf $(IMAGE_ROOT)
 
-image-executor-tar: build ## OCI image of the executor side (warmpod-gitlab, warmpod-github and its shim, warmpod-pools; nothing else) → bin/warmpod-executor-image.tar
+image-executor-tar: build ## OCI image of the executor side (warmpod-gitlab, warmpod-github with its per-step build and its shim, warmpod-pools; nothing else) → bin/warmpod-executor-image.tar
 	@test -x $(SHARED)/kube-e2e/images/mkimage.sh || { echo "image-executor-tar: $(SHARED)/kube-e2e/images/mkimage.sh not found (set SHARED=path/to/shared)"; exit 1; }
 	rm -rf $(IMAGE_ROOT)-exec && mkdir -p $(IMAGE_ROOT)-exec
 	install -m 0755 $(DRIVER) $(HOOK) $(HOOKSTEP) $(HOOK).sh $(POOLS) $(IMAGE_ROOT)-exec/
