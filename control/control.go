@@ -110,8 +110,13 @@ type Response struct {
 	// Code is the exit code the client should use (0 with OK).
 	Code int `json:"code"`
 	// Error says why it was refused; its text is not part of the
-	// contract, Code is.
+	// contract, Code and Refusal are.
 	Error string `json:"error,omitempty"`
+	// Refusal names the refusal for a client that acts on which one it
+	// was (a Refusal value); empty on success and on a failure that is
+	// no refusal (a probe, an internal error). Code alone cannot tell
+	// them apart: 69 is both "no job holds the lease" and "draining".
+	Refusal Refusal `json:"refusal,omitempty"`
 	// Job is the job the answer is about (job.start, job.end, job.stage).
 	Job string `json:"job,omitempty"`
 	// State is the pod's state after the operation: "idle", "busy" or
@@ -134,6 +139,24 @@ type Response struct {
 	// scripts), owned by the job user (job.status).
 	JobDir string `json:"job_dir,omitempty"`
 }
+
+// Refusal names why PID 1 refused a request (Response.Refusal).
+type Refusal string
+
+// The refusals, each with the exit code it comes with.
+const (
+	RefusalNoJob        Refusal = "no-job"        // 69: no job holds the lease
+	RefusalDraining     Refusal = "draining"      // 69: the pod takes no more jobs
+	RefusalNoStage      Refusal = "no-stage"      // 69: the job has no such stage
+	RefusalCancelled    Refusal = "cancelled"     // 69: the job's call was cancelled
+	RefusalExiting      Refusal = "exiting"       // 69: PID 1 is shutting down
+	RefusalBusy         Refusal = "busy"          // 75: another job holds the lease
+	RefusalWrongJob     Refusal = "wrong-job"     // 75: the request names another job
+	RefusalStillRunning Refusal = "still-running" // 75: the stage has not ended
+	RefusalRefused      Refusal = "refused"       // 75: refused for now, worth retrying
+	RefusalInvalid      Refusal = "invalid"       // 65: the request's data is invalid
+	RefusalUsage        Refusal = "usage"         // 2: the request is malformed
+)
 
 // Peer identifies the process on the other end of a connection, from
 // SO_PEERCRED.

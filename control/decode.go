@@ -32,6 +32,7 @@ func (r *Response) decode(data []byte) error {
 		jsondec.Member("ok", &r.OK),
 		jsondec.Member("code", &r.Code),
 		jsondec.Member("error", &r.Error),
+		jsondec.Member("refusal", (*string)(&r.Refusal)),
 		jsondec.Member("job", &r.Job),
 		jsondec.Member("state", &r.State),
 		jsondec.Member("replay", &r.Replay),

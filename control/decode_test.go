@@ -53,7 +53,7 @@ func full() []any {
 	all := []any{
 		Request{Op: "job.stage", Job: "j", Spec: json.RawMessage(`{"id":"x"}`), Probe: "ready", Stage: "s",
 			Argv: []string{"/bin/sh", "-c"}, Dir: "/d", SHA256: "00", Path: "/p", Duration: "1s"},
-		Response{OK: true, Code: 75, Error: "e", Job: "j", State: "busy", Replay: true, Env: []string{"A=1"},
+		Response{OK: true, Code: 75, Error: "e", Refusal: RefusalBusy, Job: "j", State: "busy", Replay: true, Env: []string{"A=1"},
 			Status: json.RawMessage(`{"state":"busy"}`), Data: json.RawMessage(`[1]`), LogPath: "/l", User: "1:1", JobDir: "/j"},
 		st,
 		JobStatus{Job: "j", Cancelled: true, Log: "/l", Stages: []StageStatus{st, {Stage: "b"}}},

@@ -38,6 +38,7 @@ func (r *Response) AppendJSON(b []byte) []byte {
 	o.Bool("ok", r.OK)
 	o.Int("code", int64(r.Code))
 	o.OmitEmpty("error", r.Error)
+	o.OmitEmpty("refusal", string(r.Refusal))
 	o.OmitEmpty("job", r.Job)
 	o.OmitEmpty("state", r.State)
 	if r.Replay {

@@ -193,9 +193,10 @@ func TestGoldenResponses(t *testing.T) {
 	}{
 		{"started", Response{OK: true, Job: "1234", State: "busy", LogPath: "/run/warmpod/logs/1234.log"}},
 		{"replay", Response{OK: true, Job: "1234", State: "busy", Replay: true}},
-		{"busy", Response{Code: ExitTempFail, Error: "busy: another job holds the lease"}},
-		{"draining", Response{Code: ExitUnavailable, Error: "draining: the pod no longer accepts jobs"}},
-		{"bad-spec", Response{Code: ExitDataErr, Error: "job spec: timeout: longer than MaxTimeout (168h0m0s)"}},
+		{"busy", Response{Code: ExitTempFail, Error: "busy: another job holds the lease", Refusal: RefusalBusy}},
+		{"draining", Response{Code: ExitUnavailable, Error: "draining: the pod no longer accepts jobs", Refusal: RefusalDraining}},
+		{"no-job", Response{Code: ExitUnavailable, Error: "no job holds the lease", Refusal: RefusalNoJob, State: "idle"}},
+		{"bad-spec", Response{Code: ExitDataErr, Error: "job spec: timeout: longer than MaxTimeout (168h0m0s)", Refusal: RefusalInvalid}},
 		{"stage", Response{OK: true, Job: "1234", Data: stc.Bytes()}},
 	}
 	var all bytes.Buffer

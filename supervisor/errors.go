@@ -77,3 +77,24 @@ func ExitCode(err error) int {
 	}
 	return control.ExitSoftware
 }
+
+// RefusalOf names the refusal err is, for a client that acts on which one
+// it was (control.Response.Refusal); empty for nil and for a failure that
+// is no refusal (ExitCode's 70).
+func RefusalOf(err error) control.Refusal {
+	for _, r := range []struct {
+		kind error
+		name control.Refusal
+	}{
+		{lease.ErrNoJob, control.RefusalNoJob}, {lease.ErrDraining, control.RefusalDraining},
+		{ErrNoStage, control.RefusalNoStage}, {ErrCancelled, control.RefusalCancelled}, {ErrExiting, control.RefusalExiting},
+		{lease.ErrBusy, control.RefusalBusy}, {lease.ErrWrongJob, control.RefusalWrongJob},
+		{ErrStillRunning, control.RefusalStillRunning}, {ErrRefused, control.RefusalRefused},
+		{ErrInvalid, control.RefusalInvalid}, {ErrUsage, control.RefusalUsage},
+	} {
+		if err != nil && errors.Is(err, r.kind) {
+			return r.name
+		}
+	}
+	return ""
+}

@@ -202,7 +202,7 @@ func (s *Supervisor) ok(r control.Response) control.Response {
 // fail is the response for err: its exit code (ExitCode), its message and
 // the pod's state.
 func (s *Supervisor) fail(err error) control.Response {
-	return control.Response{Code: ExitCode(err), Error: err.Error(), State: s.State()}
+	return control.Response{Code: ExitCode(err), Error: err.Error(), Refusal: RefusalOf(err), State: s.State()}
 }
 
 // doc marshals a result's document for the wire; nil (the field is left

@@ -144,6 +144,7 @@ func result(resp *control.Response) int {
 	}
 	o.OmitEmpty("job", resp.Job)
 	o.Bool("ok", resp.OK)
+	o.OmitEmpty("refusal", string(resp.Refusal))
 	if resp.Replay {
 		o.Bool("replay", true)
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strings"
 	"sync"
 	"time"
 
@@ -79,16 +78,12 @@ func attachJobState(ctx context.Context, sock, job string) (bool, int) {
 	case st.OK:
 		fmt.Fprintf(os.Stderr, "warmpod: job attach: the pod runs another job, not %q\n", job)
 		return false, control.ExitTempFail
-	case strings.Contains(st.Error, idleNoJob):
+	case st.Refusal == control.RefusalNoJob:
 		return false, 0
 	}
 	fmt.Fprintln(os.Stderr, "warmpod:", st.Error)
 	return false, st.Code
 }
-
-// idleNoJob is the text of PID 1's answer when no job holds the lease
-// (lease.ErrNoJob; the code, 69, is also a draining pod's).
-const idleNoJob = "no job holds the lease"
 
 type attacher struct {
 	exe, sock, job string
