@@ -5,6 +5,7 @@ package kubee2e
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -94,6 +95,24 @@ func loadAvg() string {
 	}
 	f := strings.Fields(string(b))
 	return strings.Join(f[:3], " ")
+}
+
+// machineLine says what machine a bench file's figures come from, so that
+// runs on different machines of one kind can be read side by side (a
+// client-go binary started in 4.9 ms on one and 31 ms on another): its
+// CPU, the process start of /bin/true (20 runs, median) and the load.
+func machineLine(t *testing.T) string {
+	model := "?"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("Machine: %d cores of %s; a process start (`/bin/true`, 20 runs, median) %.2f ms; load average %s.",
+		runtime.NumCPU(), model, float64(processAlone(t, 20, "/bin/true"))/float64(time.Millisecond), loadAvg())
 }
 
 // coldStart creates a one-stage busybox pod and returns the time from the POST

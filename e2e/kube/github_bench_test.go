@@ -124,6 +124,7 @@ func TestGitHubHookBench(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s, %d runs of examples/pass.json (4 `run:` steps) and %d of examples/bigfile.json (200 MiB workspace) per hook, interleaved, medians; warmpod: a pool of 3 warm pods, the runner's steady state.\n\n",
 		time.Now().UTC().Format(time.RFC3339), n, nBig)
+	b.WriteString(machineLine(t) + "\n\n")
 	fmt.Fprintf(&b, "| | warmpod-github | warmpod-github, one exec per call | upstream k8s-novolume hook | warmpod / upstream | target |\n|---|---:|---:|---:|---:|---|\n")
 	b.WriteString(row("prepare_job", wp.prepare, wd.prepare, up.prepare, 0.1))
 	b.WriteString(row("overhead per `run:` step (hook call − script)", wp.step, wd.step, up.step, 0.1))
