@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"os"
+	"syscall"
 
 	"github.com/warmpod/warmpod/executor/github"
 	"github.com/warmpod/warmpod/executor/mux"
@@ -51,6 +52,9 @@ func muxMain(args []string, kubeconfig, namespace string) int {
 // podExec makes one direct call for the per-step build (its request in
 // the environment, its result on fd 3).
 func podExec(kubeconfig, namespace string) int {
+	// The result pipe is ours only: a credential plugin client-go starts
+	// must not hold it open.
+	syscall.CloseOnExec(3)
 	cl, err := pool.Connect(kubeconfig, namespace, "warmpod-github/"+version)
 	var c session.Cluster
 	if err == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 
@@ -68,7 +69,10 @@ func handOver(input []byte, muxOn bool) (int, bool) {
 
 // execFull replaces this process with the full build, input on its stdin.
 func execFull(input []byte) error {
-	fd, err := unix.MemfdCreate("hook-input", 0)
+	// Close-on-exec: only its copy on fd 0 (dup2 clears the flag) goes
+	// to the full build, not a second descriptor of the command (which
+	// holds the job's secrets) for whatever that starts.
+	fd, err := unix.MemfdCreate("hook-input", unix.MFD_CLOEXEC)
 	if err != nil {
 		return err
 	}
@@ -82,6 +86,7 @@ func execFull(input []byte) error {
 	if err := unix.Dup2(fd, 0); err != nil {
 		return err
 	}
+	runtime.KeepAlive(f) // its finalizer must not close fd before the dup
 	return syscall.Exec(full(), append([]string{full()}, os.Args[1:]...), os.Environ())
 }
 

@@ -181,12 +181,19 @@ func TestWhichCommandsReadThePools(t *testing.T) {
 			k := clusterPools(true)
 			f := &fakeCluster{kube: k}
 			h, out, errb := r.hook(f)
+			// As warmpod-github wires it: KubePods connects its own
+			// client, once, for the commands that get a pod.
+			kp := h.Pods.(*KubePods)
+			kp.Cluster = nil
+			connects := 0
+			kp.Connect = func() (Cluster, error) { connects++; return f, nil }
 			if !tc.file {
-				h.Pods.(*KubePods).Pools = nil
+				kp.Pools = nil
 			}
 			code, _ := r.call(h, tc.cmd, tc.args, tc.state, nil)
 			require.Equal(t, 0, code, "stdout %s stderr %s", out, errb)
 			assert.Equal(t, tc.wantReads, f.poolReads)
+			assert.Equal(t, map[bool]int{true: 1, false: 0}[tc.cmd == CmdPrepareJob || tc.cmd == CmdRunContainerStep], connects)
 			if tc.cmd == CmdRunContainerStep {
 				// The file's pool hashes its own template: no pod of
 				// the cluster's carries that, so only a read from the

@@ -305,6 +305,9 @@ func (k *KubePods) RunContainerStep(ctx context.Context, h *Hook, job *State, c 
 	if c.Image == "" {
 		return fmt.Errorf("%w: run_container_step without an image", ErrInput)
 	}
+	if err := k.connect(h); err != nil {
+		return err
+	}
 	set, err := k.pools(ctx, h)
 	if err != nil {
 		return err

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
@@ -90,8 +91,10 @@ func (c *Client) PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.
 }
 
 // call runs one child. Errors: the child's Result.Error (a
-// *session.SystemError when System), or a child that could not start or
-// gave no result (a *session.SystemError: nothing is known to have begun).
+// *session.SystemError when System); a child that could not start (a
+// *session.SystemError: nothing began); a child that started and gave no
+// result (it crashed or was killed mid-call: the call's fate is unknown,
+// as a broken stream's, so RunStage reattaches).
 func (c *Client) call(ctx context.Context, req Request, stdin io.Reader, stdout, stderr io.Writer) (Result, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -104,22 +107,41 @@ func (c *Client) call(ctx context.Context, req Request, stdin io.Reader, stdout,
 	defer rr.Close()
 	cmd := exec.CommandContext(ctx, c.Argv[0], append(append([]string{}, c.Argv[1:]...), "pod-exec")...)
 	cmd.Env = append(append([]string{}, c.Env...), EnvRequest+"="+string(b))
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{rw}
+	// Wait returns this long after the child is gone even when a copy of
+	// its output is stuck.
+	cmd.WaitDelay = 5 * time.Second
 	var diag bytes.Buffer
 	if stderr == io.Discard {
 		cmd.Stderr = &diag
+	}
+	// stdin through a pipe of our own: a stage's script reader is held
+	// open until the call returns (session's holdOpen), so exec's own
+	// copy of a non-file stdin would keep Wait waiting for ever.
+	var in io.WriteCloser
+	if stdin != nil {
+		if in, err = cmd.StdinPipe(); err != nil {
+			rw.Close()
+			return Result{Code: -1}, &session.SystemError{Err: err}
+		}
 	}
 	err = cmd.Start()
 	rw.Close()
 	if err != nil {
 		return Result{Code: -1}, &session.SystemError{Err: fmt.Errorf("start %s pod-exec: %w", c.Argv[0], err)}
 	}
+	if in != nil {
+		go func() {
+			_, _ = io.Copy(in, stdin)
+			_ = in.Close()
+		}()
+	}
 	out, _ := io.ReadAll(io.LimitReader(rr, 16<<20))
 	werr := cmd.Wait()
 	var r Result
 	if len(out) == 0 || json.Unmarshal(out, &r) != nil {
-		return Result{Code: -1}, &session.SystemError{Err: fmt.Errorf("%s pod-exec gave no result (%v) %s", c.Argv[0], werr, strings.TrimSpace(diag.String()))}
+		return Result{Code: -1}, fmt.Errorf("%s pod-exec gave no result (%v) %s", c.Argv[0], werr, strings.TrimSpace(diag.String()))
 	}
 	switch {
 	case r.Error == "":
