@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"io"
 	"sync"
 	"time"
 
@@ -15,11 +14,13 @@ import (
 
 // Lazy is a *pool.Cluster set up at its first call, not before: a driver
 // call whose work all goes through the job's multiplexer (GitLab's run
-// and cleanup) then loads no kubeconfig and builds no client. Its methods
-// are pool.Cluster's; each returns the set-up's error when there is no
-// client ("kubeconfig: …", as [pool.Connect]), as an *SystemError: an
-// exec that never began, which the core's RunStage does not retry.
+// and cleanup) then loads no kubeconfig and builds no client. Its calls
+// on a pod are its embedded session.Lazy's, the others pool.Cluster's;
+// each returns the set-up's error when there is no client ("kubeconfig:
+// …", as [pool.Connect]), as a *session.SystemError: an exec that never
+// began, which RunStage does not retry.
 type Lazy struct {
+	session.Lazy
 	kubeconfig, namespace, userAgent string
 
 	once sync.Once
@@ -29,7 +30,9 @@ type Lazy struct {
 
 // NewLazy returns a Lazy for [pool.Connect]'s arguments.
 func NewLazy(kubeconfig, namespace, userAgent string) *Lazy {
-	return &Lazy{kubeconfig: kubeconfig, namespace: namespace, userAgent: userAgent}
+	l := &Lazy{kubeconfig: kubeconfig, namespace: namespace, userAgent: userAgent}
+	l.Lazy.Connect = func() (session.Cluster, error) { return l.Cluster() }
+	return l
 }
 
 // Cluster sets up the client (once) and returns it.
@@ -58,33 +61,6 @@ func (l *Lazy) CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner,
 		return poolapi.Pod{}, err
 	}
 	return c.CreateCold(ctx, p, owner, why, timeout)
-}
-
-// Exec is [pool.Cluster.Exec]; -1 with the set-up's error.
-func (l *Lazy) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	c, err := l.Cluster()
-	if err != nil {
-		return -1, err
-	}
-	return c.Exec(ctx, p, argv, stdin, stdout, stderr)
-}
-
-// Delete is [pool.Cluster.Delete].
-func (l *Lazy) Delete(ctx context.Context, p poolapi.Pod) error {
-	c, err := l.Cluster()
-	if err != nil {
-		return err
-	}
-	return c.Delete(ctx, p)
-}
-
-// PodsOfJob is [pool.Cluster.PodsOfJob].
-func (l *Lazy) PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.Pod, error) {
-	c, err := l.Cluster()
-	if err != nil {
-		return nil, err
-	}
-	return c.PodsOfJob(ctx, owner)
 }
 
 // Pools is [pool.Cluster.Pools].

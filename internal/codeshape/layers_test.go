@@ -133,17 +133,7 @@ var PID1Modules = []string{"golang.org/x/sys/", "github.com/creack/pty"}
 // PID 1's whole import graph, followed through this module's packages:
 // no executor package, no pool controller, no client-go.
 func TestPID1ImportsNoExecutorSide(t *testing.T) {
-	imports := map[string][]string{} // package (relative) → its imports
-	for _, f := range moduleFiles(t, root(t)) {
-		if !f.product || strings.HasSuffix(f.rel, "_test.go") {
-			continue
-		}
-		pkg := path.Dir(f.rel)
-		for _, is := range f.ast.Imports {
-			p, _ := strconv.Unquote(is.Path.Value)
-			imports[pkg] = append(imports[pkg], p)
-		}
-	}
+	imports := productImports(t, func(goFile) bool { return true })
 	seen := map[string]bool{}
 	var bad []string
 	var walk func(pkg string)
@@ -204,17 +194,7 @@ func inPerCallBuild(f goFile) bool {
 }
 
 func TestPerCallImportsNoKubernetes(t *testing.T) {
-	imports := map[string][]string{}
-	for _, f := range moduleFiles(t, root(t)) {
-		if !f.product || strings.HasSuffix(f.rel, "_test.go") || !inPerCallBuild(f) {
-			continue
-		}
-		pkg := path.Dir(f.rel)
-		for _, is := range f.ast.Imports {
-			p, _ := strconv.Unquote(is.Path.Value)
-			imports[pkg] = append(imports[pkg], p)
-		}
-	}
+	imports := productImports(t, inPerCallBuild)
 	for _, start := range PerCall {
 		seen := map[string]bool{}
 		var bad []string
@@ -236,4 +216,21 @@ func TestPerCallImportsNoKubernetes(t *testing.T) {
 		require.NotEmpty(t, imports[start], "%s has no product files", start)
 		assert.Empty(t, bad, "%s reaches Kubernetes packages", start)
 	}
+}
+
+// productImports maps each package (relative to the module) to the
+// imports of its product files that keep takes.
+func productImports(t *testing.T, keep func(goFile) bool) map[string][]string {
+	imports := map[string][]string{}
+	for _, f := range moduleFiles(t, root(t)) {
+		if !f.product || strings.HasSuffix(f.rel, "_test.go") || !keep(f) {
+			continue
+		}
+		pkg := path.Dir(f.rel)
+		for _, is := range f.ast.Imports {
+			p, _ := strconv.Unquote(is.Path.Value)
+			imports[pkg] = append(imports[pkg], p)
+		}
+	}
+	return imports
 }
