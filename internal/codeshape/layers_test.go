@@ -133,9 +133,31 @@ var PID1Modules = []string{"golang.org/x/sys/", "github.com/creack/pty"}
 // PID 1's whole import graph, followed through this module's packages:
 // no executor package, no pool controller, no client-go.
 func TestPID1ImportsNoExecutorSide(t *testing.T) {
-	imports := productImports(t, func(goFile) bool { return true })
-	seen := map[string]bool{}
 	var bad []string
+	seen := walkImports(productImports(t, func(goFile) bool { return true }), "cmd/warmpod", func(pkg, p string) {
+		own, ok := strings.CutPrefix(p, module+"/")
+		switch {
+		case ok:
+			if layerOf(own) != layerOf("supervisor") && layerOf(own) != 0 && own != "cmd/warmpod" {
+				bad = append(bad, pkg+" imports "+p)
+			}
+			if own == "poolapi" || own == "internal/kubeclient" || own == "sizing" {
+				bad = append(bad, pkg+" imports "+p+" (executor side)")
+			}
+		case importClass(p) == 1 && !slices.ContainsFunc(PID1Modules, func(m string) bool { return strings.HasPrefix(p, m) }):
+			bad = append(bad, pkg+" imports "+p)
+		}
+	})
+	require.True(t, seen["supervisor"], "the walk did not reach PID 1's supervisor")
+	sort.Strings(bad)
+	assert.Empty(t, bad)
+}
+
+// walkImports follows imports (package → its imports) from start through
+// this module's packages, calling visit with each package reached and
+// each of its imports; it returns the packages reached.
+func walkImports(imports map[string][]string, start string, visit func(pkg, imp string)) map[string]bool {
+	seen := map[string]bool{}
 	var walk func(pkg string)
 	walk = func(pkg string) {
 		if seen[pkg] {
@@ -143,25 +165,14 @@ func TestPID1ImportsNoExecutorSide(t *testing.T) {
 		}
 		seen[pkg] = true
 		for _, p := range imports[pkg] {
-			own := strings.TrimPrefix(p, module+"/")
-			switch {
-			case own != p:
-				if layerOf(own) != layerOf("supervisor") && layerOf(own) != 0 && own != "cmd/warmpod" {
-					bad = append(bad, pkg+" imports "+p)
-				}
-				if own == "poolapi" || own == "internal/kubeclient" || own == "sizing" {
-					bad = append(bad, pkg+" imports "+p+" (executor side)")
-				}
+			visit(pkg, p)
+			if own, ok := strings.CutPrefix(p, module+"/"); ok {
 				walk(own)
-			case importClass(p) == 1 && !slices.ContainsFunc(PID1Modules, func(m string) bool { return strings.HasPrefix(p, m) }):
-				bad = append(bad, pkg+" imports "+p)
 			}
 		}
 	}
-	walk("cmd/warmpod")
-	require.True(t, seen["supervisor"], "the walk did not reach PID 1's supervisor")
-	sort.Strings(bad)
-	assert.Empty(t, bad)
+	walk(start)
+	return seen
 }
 
 // PerCall are the packages a driver's per-call process (a GitLab stage, an
@@ -196,23 +207,12 @@ func inPerCallBuild(f goFile) bool {
 func TestPerCallImportsNoKubernetes(t *testing.T) {
 	imports := productImports(t, inPerCallBuild)
 	for _, start := range PerCall {
-		seen := map[string]bool{}
 		var bad []string
-		var walk func(pkg string)
-		walk = func(pkg string) {
-			if seen[pkg] {
-				return
+		walkImports(imports, start, func(pkg, p string) {
+			if strings.HasPrefix(p, "k8s.io/") || strings.HasPrefix(p, "sigs.k8s.io/") {
+				bad = append(bad, pkg+" imports "+p)
 			}
-			seen[pkg] = true
-			for _, p := range imports[pkg] {
-				if own, ok := strings.CutPrefix(p, module+"/"); ok {
-					walk(own)
-				} else if strings.HasPrefix(p, "k8s.io/") || strings.HasPrefix(p, "sigs.k8s.io/") {
-					bad = append(bad, pkg+" imports "+p)
-				}
-			}
-		}
-		walk(start)
+		})
 		require.NotEmpty(t, imports[start], "%s has no product files", start)
 		assert.Empty(t, bad, "%s reaches Kubernetes packages", start)
 	}
