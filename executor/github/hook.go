@@ -117,10 +117,9 @@ func (d warningWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// session makes this command's calls on the job's pod; with the job's
-// state its execs go through the job's multiplexer when it answers.
-func (h *Hook) session(st *State) *session.Session {
-	cl := h.Cluster
+// session makes this command's calls on the job's pod over cl; with the
+// job's state its execs go through the job's multiplexer when it answers.
+func (h *Hook) session(cl session.Cluster, st *State) *session.Session {
 	if st != nil {
 		cl = h.Mux.Wrap(cl, muxKey(st), st.Job, st.Pod, debugWriter{h.Stdout})
 		if mc, ok := cl.(*mux.Cluster); ok && h.trace != nil {
@@ -370,7 +369,7 @@ func (h *Hook) workDir() (string, error) {
 // pod, then every other pod labelled for this runner (an earlier job's it
 // lost track of, a prepare_job cancelled before it answered).
 func (h *Hook) cleanupJob(ctx context.Context, st *State) error {
-	s := h.session(st)
+	s := h.session(h.Cluster, st)
 	if st != nil {
 		s.End(ctx, &st.Pod, st.Job, poolapi.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner})
 		h.Mux.Stop(muxKey(st), st.Job, st.Pod, s.Log)

@@ -65,11 +65,7 @@ type Cluster interface {
 // Cluster's; with the job's state its execs into the job's pod go
 // through the job's multiplexer when it answers.
 func (k *KubePods) core(h *Hook, st *State) *executor.Core {
-	saved := h.Cluster
-	h.Cluster = k.Cluster
-	s := h.session(st)
-	h.Cluster = saved
-	return &executor.Core{Session: *s, Claims: k.Cluster, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout, RBAC: "deploy/github-rbac.yaml"}
+	return &executor.Core{Session: *h.session(k.Cluster, st), Claims: k.Cluster, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout, RBAC: "deploy/github-rbac.yaml"}
 }
 
 // pools is the pool set for this command: the manifest of --pools, else

@@ -83,7 +83,7 @@ func (h *Hook) runScriptStep(ctx context.Context, st *State, args ScriptStepArgs
 	tap := &fileTap{w: h.Stdout, marker: []byte(fileMarker())}
 	var script bytes.Buffer
 	writeStepScript(&script, files, args.EnvironmentVariables, args.PrependPath, args.WorkingDirectory, append([]string{args.EntryPoint}, args.EntryPointArgs...), back, string(tap.marker))
-	sess := h.session(st)
+	sess := h.session(h.Cluster, st)
 	// The stage script is POSIX sh, so sh runs it rather than bash (auto):
 	// a shell and a subshell cheaper to start on every step. The job's
 	// container has an sh: prepare_job's _work unpack runs one, and so
