@@ -41,12 +41,24 @@ type Cluster interface {
 	Claims
 }
 
-// Claims gets a job its pod: claim a warm one or create a cold one.
+// Claims gets a job its pod: read the pools, claim a warm pod (resized
+// in place) or create a cold one.
 type Claims interface {
+	// Pools reads the pool Deployments of the namespace
+	// ([pool.Cluster.Pools]): their live templates, and the current
+	// ReplicaSet's pod-template-hash as the hash of the pods to claim.
+	Pools(ctx context.Context) (*pool.Set, error)
 	// ClaimWarm claims a Ready idle pod of p for owner within wait,
 	// resized in place to fit first when fit is set; nil when there is
 	// none ([pool.Cluster.ClaimWarm]).
 	ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error)
+	// AwaitResize waits until the kubelet has applied the in-place resize
+	// the claim sent, asking the pod through via
+	// ([pool.Cluster.AwaitResize]).
+	AwaitResize(ctx context.Context, p poolapi.Pod, timeout time.Duration, via pool.Execer) error
+	// Nodes lists the nodes a template's pods may run on, with what each
+	// can allocate ([pool.Cluster.Nodes]).
+	Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]pool.Node, error)
 	// CreateCold creates a pod from p's template, annotated with why, and
 	// waits until it is Ready (at most timeout).
 	CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error)
@@ -61,15 +73,26 @@ type Core struct {
 	// Claims claims or creates the job's pod (the cluster itself, never
 	// the multiplexer).
 	Claims Claims
-	// WarmWait is how long Acquire waits for a Ready idle pod before it
+	// WarmWait is how long Prepare waits for a Ready idle pod before it
 	// falls back to a cold pod (0: one look).
 	WarmWait time.Duration
+	// ResizeTimeout bounds the wait for an in-place resize of a warm pod;
+	// when it is not applied by then the pod is released and the job gets
+	// a cold pod with its resources.
+	ResizeTimeout time.Duration
 	// ReadyTimeout bounds the wait for a cold pod to be Ready.
 	ReadyTimeout time.Duration
-	// RBAC names the manifest of the executor's Role, for the error of a
-	// job start that the API server forbids ("deploy/gitlab-rbac.yaml").
+	// RBAC names the manifest of the executor's Role, for the errors of
+	// calls the API server forbids ("deploy/gitlab-rbac.yaml").
 	RBAC string
-	// Attach, when set, is called by Acquire with each pod it got, before
+	// NodesRBAC says what lets the account read the nodes (cluster-scoped:
+	// a ClusterRole and its binding), for the trace of a node-fit check the
+	// API server forbids.
+	NodesRBAC string
+	// Warn, when set, shows a warning (one line, no prefix) the way the
+	// CI system shows them; nil: a "WARNING:" line in Log.
+	Warn func(msg string)
+	// Attach, when set, is called by Prepare with each pod it got, before
 	// job start: it returns the Cluster to start the job through (the
 	// job's multiplexer, which opens its stream into the pod meanwhile, so
 	// the first stage finds it ready) and release, called with whether the
@@ -77,7 +100,7 @@ type Core struct {
 	Attach func(pod poolapi.Pod) (cl session.Cluster, release func(ok bool))
 }
 
-// Job is what Acquire hands to the pod's warmpod at job start.
+// Job is what Prepare hands to the pod's warmpod at job start.
 type Job struct {
 	// ID names the job in the pod (warmpod's lease) and, in Owner, labels
 	// the pod: a Kubernetes label value (at most 63 bytes of
@@ -95,23 +118,6 @@ type Job struct {
 	Variables []control.JobVariable
 	// Owner labels a claimed or cold pod for the job.
 	Owner poolapi.Owner
-	// Cold, when set, is the pool whose template makes the job's cold pod
-	// instead of Acquire's p (the job asks for resources p's pods do not
-	// have, and gets them on a cold pod).
-	Cold *pool.Pool
-	// Resize, when set, is the cpu and memory a warm pod must have for
-	// the job: the claim resizes the pod in place before it takes it
-	// (pool.Cluster.ClaimWarm's fit). A resize the API server refuses
-	// sends the job to a cold pod (Cold's template); it is logged.
-	Resize *corev1.ResourceRequirements
-	// Fit, when set, runs on a claimed warm pod before job start, to make
-	// it what the job asks (waiting for the kubelet to apply Resize); cl
-	// reaches the pod through the job's multiplexer (Core.Attach), whose
-	// stream opens meanwhile. An error releases the pod (it is deleted,
-	// unless the error wraps pool.ErrGivenBack: Fit gave it back to its
-	// pool) and the job gets a cold pod, or fails when the error wraps
-	// ErrNoFit; it is logged.
-	Fit func(ctx context.Context, cl session.Cluster, pod poolapi.Pod) error
 }
 
 // LeaseMargin is added to a job's timeout for warmpod's lease.
@@ -120,13 +126,15 @@ const LeaseMargin = 10 * time.Minute
 // maxLease is the longest job timeout warmpod's job start accepts.
 const maxLease = 168 * time.Hour
 
-// Acquire gets a pod for job and hands the job to it: a warm pod of p
-// when p is a pool of the job's image (warm) and one is Ready within
-// WarmWait, else a cold pod from p's template. A pod that refuses the job
-// (75: busy or another configuration; 69: draining) is deleted and the
-// next one tried, five times at most. Errors are *session.SystemError; a pod this
-// call claimed or created is deleted on failure.
-func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (poolapi.Pod, error) {
+// acquire gets a pod for job and hands the job to it: a warm pod of
+// pl.pool when pl.warm and one is Ready within WarmWait (resized in place
+// to pl.resize and waited for: awaitFit), else a cold pod from pl.cold's
+// template, or pl.pool's. A pod that refuses the job (75: busy or another
+// configuration; 69: draining) is deleted and the next one tried, five
+// times at most. Errors are *session.SystemError; a pod this call
+// claimed or created is deleted on failure.
+func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (poolapi.Pod, error) {
+	p, warm := pl.pool, pl.warm
 	released := false
 	began := time.Now()
 	for attempt := 0; attempt < 5; attempt++ {
@@ -135,7 +143,7 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 		var cl session.Cluster
 		release := func(bool) {}
 		if warm {
-			pod, err = c.Claims.ClaimWarm(ctx, p, job.Owner, c.WarmWait, job.Resize)
+			pod, err = c.Claims.ClaimWarm(ctx, p, job.Owner, c.WarmWait, pl.resize)
 			switch {
 			case errors.Is(err, pool.ErrResizeUnsupported):
 				// Every pod of the pool would be refused alike, and
@@ -145,9 +153,9 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 			case err != nil:
 				return poolapi.Pod{}, &session.SystemError{Err: err}
 			}
-			if pod != nil && job.Fit != nil {
+			if pod != nil && pl.resize != nil {
 				cl, release = c.attach(*pod)
-				if err := job.Fit(ctx, cl, *pod); err != nil {
+				if err := c.awaitFit(ctx, cl, *pod, pl, out); err != nil {
 					release(false)
 					if err := c.unfit(ctx, *pod, err); err != nil {
 						return poolapi.Pod{}, err
@@ -158,8 +166,8 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 		}
 		if pod == nil {
 			cp := p
-			if job.Cold != nil {
-				cp = *job.Cold
+			if pl.cold != nil {
+				cp = *pl.cold
 			}
 			why := pool.Cold{Reason: poolapi.ColdReleased, Waited: time.Since(began)}
 			switch {
@@ -205,14 +213,14 @@ func (c *Core) Acquire(ctx context.Context, p pool.Pool, warm bool, job Job) (po
 	return poolapi.Pod{}, session.Errorf("no pod took the job after 5 tries")
 }
 
-// ErrNoFit, in a [Job.Fit] error, says that no pod of the pool can have
+// ErrNoFit, in an error of awaitFit, says that no pod of the pool can have
 // the job's resources, warm or cold (the kubelet called them infeasible
-// and nothing shows a larger node): Acquire fails with it rather than
+// and nothing shows a larger node): Prepare fails with it rather than
 // spend another pod on them.
 var ErrNoFit = errors.New("no pod of the pool can have the job's resources")
 
-// unfit deals with warm pod, which Fit could not make what the job asks
-// (err): a pod Fit gave back to its pool ([pool.ErrGivenBack]) is left to
+// unfit deals with warm pod, which awaitFit could not make what the job asks
+// (err): a pod awaitFit gave back to its pool ([pool.ErrGivenBack]) is left to
 // it, any other is deleted. It returns the *session.SystemError that ends the
 // acquisition for [ErrNoFit]; nil: the job gets a cold pod.
 func (c *Core) unfit(ctx context.Context, pod poolapi.Pod, err error) error {

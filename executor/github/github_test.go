@@ -50,6 +50,22 @@ type fakeCluster struct {
 	// code does over a fake clientset; poolReads counts the Pools calls.
 	kube      *pool.Cluster
 	poolReads int
+	// nodes answer Nodes; resized records the claims' resizes and
+	// resizeErr is AwaitResize's answer.
+	nodes     []pool.Node
+	resized   []corev1.ResourceRequirements
+	resizeErr error
+}
+
+func (f *fakeCluster) Nodes(context.Context, *corev1.PodTemplateSpec) ([]pool.Node, error) {
+	return f.nodes, nil
+}
+
+func (f *fakeCluster) AwaitResize(_ context.Context, p poolapi.Pod, _ time.Duration, _ pool.Execer) error {
+	if p.Resize == nil {
+		return nil
+	}
+	return f.resizeErr
 }
 
 func (f *fakeCluster) Pools(ctx context.Context) (*pool.Set, error) {
@@ -73,6 +89,10 @@ func (f *fakeCluster) ClaimWarm(ctx context.Context, p pool.Pool, o poolapi.Owne
 	}
 	pod := f.warm[0]
 	f.warm = f.warm[1:]
+	if fit != nil {
+		f.resized = append(f.resized, *fit)
+		pod.Resize = &pool.Resizing{Want: *fit, Sent: time.Now()}
+	}
 	return &pod, nil
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
-	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -51,43 +50,17 @@ func (k *KubePods) connect(h *Hook) error {
 	return nil
 }
 
-// Cluster is what KubePods needs of Kubernetes: the executor core's and
-// the pools read from the namespace (*pool.Cluster is the real one).
-type Cluster interface {
-	executor.Cluster
-	// Pools reads the pool Deployments of the namespace
-	// ([pool.Cluster.Pools]): their live templates, and the current
-	// ReplicaSet's pod-template-hash as the hash of the pods to claim.
-	Pools(ctx context.Context) (*pool.Set, error)
-}
+// Cluster is what KubePods needs of Kubernetes: the executor core's
+// (*pool.Cluster is the real one).
+type Cluster = executor.Cluster
 
 // core is the CI-neutral executor for this command: its claims are
 // Cluster's; with the job's state its execs into the job's pod go
 // through the job's multiplexer when it answers.
 func (k *KubePods) core(h *Hook, st *State) *executor.Core {
-	return &executor.Core{Session: *h.session(k.Cluster, st), Claims: k.Cluster, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout, RBAC: "deploy/github-rbac.yaml"}
-}
-
-// pools is the pool set for this command: the manifest of --pools, else
-// the pools read from the cluster now, so a pool Deployment edited
-// between two jobs (a new image, `kubectl set env`) is the next job's
-// pool, and only pods of its current ReplicaSet are claimed. Each
-// Deployment the read left out is a ::warning:: line in the step's log:
-// the operator must fix it, and its jobs meanwhile run on another pool's
-// template. Errors: the API server's (a SystemError, with the RBAC the
-// read needs) and no usable pool Deployment.
-func (k *KubePods) pools(ctx context.Context, h *Hook) (*pool.Set, error) {
-	if k.Pools != nil {
-		return k.Pools, nil
-	}
-	set, err := k.Cluster.Pools(ctx)
-	if err != nil {
-		return nil, session.Errorf("read the pools from the cluster: %v%s", err, executor.Hint(err, "the hook's account needs get and list on deployments and replicasets: deploy/github-rbac.yaml; or give a manifest with --pools"))
-	}
-	for _, w := range set.Warnings {
-		fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: not a usable pool: %s\n", w)
-	}
-	return set, nil
+	return &executor.Core{Session: *h.session(k.Cluster, st), Claims: k.Cluster, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
+		RBAC: "deploy/github-rbac.yaml",
+		Warn: func(msg string) { fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: %s\n", msg) }}
 }
 
 // prepareJob gets a pod for the job container and hands the job to it:
@@ -107,6 +80,13 @@ func (k *KubePods) PrepareJob(ctx context.Context, h *Hook, args PrepareJobArgs,
 	if c.Image == "" || (c.Dockerfile != nil && *c.Dockerfile != "") {
 		return nil, fmt.Errorf("%w: the job container needs an image (a Dockerfile cannot be built in Kubernetes mode)", ErrInput)
 	}
+	sidecars, err := pickSidecars(args.Services)
+	if err != nil {
+		return nil, err
+	}
+	if _, dropped := serviceHostnames(args.Services); len(dropped) > 0 {
+		fmt.Fprintf(h.Stderr, "::warning::warmpod: service names %q are not DNS names: the job's steps cannot reach the services by them\n", dropped)
+	}
 	if err := k.connect(h); err != nil {
 		return nil, err
 	}
@@ -119,23 +99,6 @@ func (k *KubePods) PrepareJob(ctx context.Context, h *Hook, args PrepareJobArgs,
 		case <-ctx.Done():
 		}
 	}()
-	set, err := k.pools(ctx, h)
-	if err != nil {
-		return nil, err
-	}
-	p, warm, err := pickPool(set, c.Image, args.Services)
-	if err != nil {
-		return nil, err
-	}
-	if _, dropped := serviceHostnames(args.Services); len(dropped) > 0 {
-		fmt.Fprintf(h.Stderr, "::warning::warmpod: service names %q are not DNS names: the job's steps cannot reach the services by them\n", dropped)
-	}
-	if warm && p.Stale() {
-		fmt.Fprintf(h.Stderr, "::warning::warmpod: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the hook read the pools from the cluster (no --pools; WARMPOD_CONFIG_HASH from pod-template-hash, deploy/github-pool.yaml)\n", poolapi.LabelConfig, p.FileHash, p.Hash)
-	}
-	if _, own := set.ForImage(c.Image); own && !warm {
-		fmt.Fprintf(debugWriter{h.Stdout}, "warmpod: the pool of image %s runs other services than the job's: a cold pod with the job's services\n", c.Image)
-	}
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
 	owner := poolapi.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
 	job := executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(actionsEnv(c.EnvironmentVariables)), Owner: owner}
@@ -143,16 +106,12 @@ func (k *KubePods) PrepareJob(ctx context.Context, h *Hook, args PrepareJobArgs,
 	defer early.Close()
 	core := k.core(h, nil)
 	core.Attach = early.Attacher(k.Cluster, st.Job, core.Log, warningWriter{h.Stderr})
-	pod, err := core.Acquire(ctx, p, warm, job)
+	prep, err := core.Prepare(ctx, executor.Request{Pools: k.Pools, Image: c.Image, Sidecars: sidecars, Job: job})
 	if err != nil {
 		return nil, err
 	}
+	pod, p := prep.Pod, prep.Pool
 	st.Pod = pod
-	kind := "cold"
-	if pod.Warm {
-		kind = "warm"
-	}
-	fmt.Fprintf(core.Log, "warmpod: job %s runs on %s pod %s (pool %s)\n", st.Job, kind, pod.Name, pod.Pool)
 	// _work goes in by exec of a shell of its own (the stream carries only
 	// warmpod's job commands); the multiplexer attaches meanwhile.
 	probed, err := h.sendWork(ctx, core.Log, k.Cluster, st)
@@ -164,7 +123,7 @@ func (k *KubePods) PrepareJob(ctx context.Context, h *Hook, args PrepareJobArgs,
 	alpine := probed
 	// The annotation speaks for the pool's own image only, not for a cold
 	// pod of another image made from its template.
-	if _, own := set.ForImage(c.Image); own {
+	if _, own := prep.Pools.ForImage(c.Image); own {
 		if v, ok := p.Template.Annotations[poolapi.AnnotationAlpine]; ok {
 			alpine = v == "true"
 		}
@@ -220,16 +179,16 @@ func (h *Hook) variables(env map[string]string) []control.JobVariable {
 	return out
 }
 
-// pickPool chooses the pool for a job container of image with services
-// ([pool.Set.Choose]): a service is served by a pool's container of its
-// image, and reached by its names (serviceHostnames). Errors: a service
-// without an image.
-func pickPool(set *pool.Set, image string, services []Container) (pool.Pool, bool, error) {
+// pickSidecars are services as the pool containers that would serve
+// them ([pool.Set.Choose]): a service is served by a pool's container of
+// its image, and reached by its names (serviceHostnames). Errors: a
+// service without an image.
+func pickSidecars(services []Container) ([]pool.Sidecar, error) {
 	names, _ := serviceHostnames(services)
 	sidecars := make([]pool.Sidecar, len(services))
 	for i, s := range services {
 		if s.Image == "" {
-			return pool.Pool{}, false, fmt.Errorf("%w: a service without an image", ErrInput)
+			return nil, fmt.Errorf("%w: a service without an image", ErrInput)
 		}
 		sidecars[i] = pool.Sidecar{Container: sidecar(i, s)}
 	}
@@ -238,8 +197,7 @@ func pickPool(set *pool.Set, image string, services []Container) (pool.Pool, boo
 		// go with the first, as one hostAliases entry.
 		sidecars[0].Hostnames = names
 	}
-	p, warm := set.Choose(image, sidecars)
-	return p, warm, nil
+	return sidecars, nil
 }
 
 // sidecar is the container of service i: its image, environment, ports,
@@ -304,14 +262,6 @@ func (k *KubePods) RunContainerStep(ctx context.Context, h *Hook, job *State, c 
 	if err := k.connect(h); err != nil {
 		return err
 	}
-	set, err := k.pools(ctx, h)
-	if err != nil {
-		return err
-	}
-	p, warm, err := pickPool(set, c.Image, nil)
-	if err != nil {
-		return err
-	}
 	st := &State{Job: newJobID(), Runner: h.runner(), Server: h.server()}
 	owner := poolapi.Owner{Job: st.Job, Server: st.Server, Runner: st.Runner}
 	core := k.core(h, job)
@@ -319,10 +269,12 @@ func (k *KubePods) RunContainerStep(ctx context.Context, h *Hook, job *State, c 
 		// No stage runs in the job's own pod meanwhile: keep its lease.
 		defer core.KeepAlive(ctx, job.Pod, job.Job)()
 	}
-	pod, err := core.Acquire(ctx, p, warm, executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(actionsEnv(c.EnvironmentVariables)), Owner: owner})
+	prep, err := core.Prepare(ctx, executor.Request{Pools: k.Pools, Image: c.Image,
+		Job: executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(actionsEnv(c.EnvironmentVariables)), Owner: owner}})
 	if err != nil {
 		return err
 	}
+	pod := prep.Pod
 	st.Pod = pod
 	defer core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
 	if _, err := h.sendWork(ctx, core.Log, k.Cluster, st); err != nil {

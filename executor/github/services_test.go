@@ -82,8 +82,9 @@ func TestPickPoolServiceNames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			set, err := pool.Parse(strings.NewReader(svcPools(tc.aliases)))
 			require.NoError(t, err)
-			p, warm, err := pickPool(set, "localhost/hooks/job:v1", tc.services)
+			sidecars, err := pickSidecars(tc.services)
 			require.NoError(t, err)
+			p, warm := set.Choose("localhost/hooks/job:v1", sidecars)
 			assert.Equal(t, tc.warm, warm)
 			assert.Equal(t, tc.pool, p.Name)
 			assert.Equal(t, tc.hosts, p.Template.Spec.HostAliases)

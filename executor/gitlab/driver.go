@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/warmpod/warmpod/control"
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/mux"
@@ -25,21 +23,9 @@ import (
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// Cluster is what the driver needs of Kubernetes: the executor core's,
-// the pools read from the namespace, and an in-place resize
+// Cluster is what the driver needs of Kubernetes: the executor core's
 // (*pool.Cluster is the real one).
-type Cluster interface {
-	executor.Cluster
-	// Pools reads the pool Deployments of the namespace ([pool.Cluster.Pools]).
-	Pools(ctx context.Context) (*pool.Set, error)
-	// AwaitResize waits until the kubelet has applied the in-place resize
-	// the claim sent, asking the pod through via
-	// ([pool.Cluster.AwaitResize]).
-	AwaitResize(ctx context.Context, p poolapi.Pod, timeout time.Duration, via pool.Execer) error
-	// Nodes lists the nodes a template's pods may run on, with what each
-	// can allocate ([pool.Cluster.Nodes]).
-	Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]pool.Node, error)
-}
+type Cluster = executor.Cluster
 
 // Config is the driver's configuration (flags of warmpod-gitlab).
 type Config struct {
@@ -114,7 +100,10 @@ func (d *Driver) core(job Job, st *state) *executor.Core {
 	}
 	return &executor.Core{
 		Session: session.Session{Cluster: d.timed(cl), Log: d.Stdout, LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries},
-		Claims:  d.timedClaims(claims), WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout, RBAC: "deploy/gitlab-rbac.yaml"}
+		Claims:  d.timedClaims(claims), WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout, ResizeTimeout: d.Cfg.ResizeTimeout,
+		RBAC:      "deploy/gitlab-rbac.yaml",
+		NodesRBAC: "the driver's account needs get and list on nodes, the ClusterRole warmpod-gitlab-nodes of deploy/gitlab-rbac.yaml, bound to it in its namespace (the binding names the namespace: docs/guides/gitlab-runner.md#rbac-of-the-driver)",
+		Warn:      func(msg string) { fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s\n", msg) }}
 }
 
 // configOutput is config_exec's JSON document (GitLab Runner's
@@ -241,52 +230,28 @@ func (d *Driver) Prepare(ctx context.Context) error {
 	for _, n := range notes {
 		fmt.Fprintf(d.Stdout, "warmpod: %s\n", n)
 	}
-	set := d.Cfg.Pools
-	if set == nil {
-		t1 := d.Now()
-		set, err = d.Cluster.Pools(ctx)
-		d.Span("read pools", t1)
-		if err != nil {
-			return sysErr("read the pools from the cluster: %v%s", err, executor.Hint(err, "the driver's account needs get and list on deployments and replicasets: deploy/gitlab-rbac.yaml"))
-		}
-		for _, w := range set.Warnings {
-			fmt.Fprintf(d.Stdout, "warmpod: WARNING: not a usable pool: %s\n", w)
-		}
-	}
-	p, warm := pickPool(set, job.Image, svcs)
-	if err := checkHelper(d.Env, p); err != nil {
-		return &SystemError{Err: err}
-	}
-	if warm && p.Stale() {
-		fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let the driver read the pools from the cluster\n", poolapi.LabelConfig, p.FileHash, p.Hash)
-	}
 	vars, err := stagingVariables(d.Env, d.Cfg.BuildsDir)
 	if err != nil {
 		return &SystemError{Err: err}
 	}
-	ej := executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job), Variables: vars}
-	if res != nil {
-		if warm, err = d.fitResources(ctx, &ej, p, warm, res); err != nil {
-			return err
-		}
-	}
 	c := d.core(job, nil)
 	c.Attach = d.timedAttach(early.Attacher(d.Cluster, job.ID, d.Stdout, d.Stdout))
-	pod, err := c.Acquire(ctx, p, warm, ej)
+	prep, err := c.Prepare(ctx, executor.Request{Pools: d.Cfg.Pools, Image: job.Image, Sidecars: sidecars(svcs), Resources: res,
+		Check: func(p pool.Pool) error { return checkHelper(d.Env, p) },
+		Job:   executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job), Variables: vars}})
 	if err != nil {
 		return err
+	}
+	pod := prep.Pod
+	if !prep.ResizeSent.IsZero() {
+		d.timing("resize", "", prep.ResizeSent, nil, prep.ResizeApplied)
 	}
 	if err := d.saveState(job, &state{Job: job.ID, Pod: pod}); err != nil {
 		c.DeletePod(ctx, pod)
 		d.Mux.Stop(d.muxKey(job), job.ID, pod, d.Stdout)
 		return sysErr("state file: %v", err)
 	}
-	kind := "cold"
-	if pod.Warm {
-		kind = "warm"
-	}
-	fmt.Fprintf(d.Stdout, "warmpod: job %s runs on %s pod %s (pool %s) after %d ms\n", job.ID, kind, pod.Name, pod.Pool, d.Now().Sub(t0).Milliseconds())
-	d.timing("prepare", "", t0, nil)
+	d.timing("prepare", "", t0, nil, time.Time{})
 	return nil
 }
 
@@ -332,7 +297,7 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 	if err != nil {
 		return err
 	}
-	d.timing("run", stage, t0, final)
+	d.timing("run", stage, t0, final, time.Time{})
 	if c := *final.ExitCode; c != 0 {
 		return &BuildError{Code: c}
 	}
@@ -373,82 +338,20 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 		d.Span("stop the multiplexer", t1)
 	}
 	_ = os.Remove(d.statePath(job))
-	d.timing("cleanup", "", t0, nil)
+	d.timing("cleanup", "", t0, nil, time.Time{})
 	return nil
 }
 
-// fitResources arranges the job's resources: its cold pod's template gets
-// them (ej.Cold); a warm pod whose build container has other cpu or memory
-// is resized in place as it is claimed (ej.Resize) and waited for before
-// job start (ej.Fit), and released for a cold pod when the resize is
-// refused, infeasible or not applied within ResizeTimeout. A pod whose
-// resize the kubelet called infeasible goes back to its pool
-// (pool.ErrGivenBack), and when the nodes could not be checked the job is
-// refused there (executor.ErrNoFit): one kubelet's answer is all that is
-// known, and another pod would only get the same. A change the kubelet
-// cannot make in place (ephemeral storage) skips the warm pool. It returns whether to claim warm; an
-// error before anything is claimed: a request above its limit once merged
-// with the pool's, or a pod no node of the pool can ever hold
-// ([Driver.nodesFit]).
-func (d *Driver) fitResources(ctx context.Context, ej *executor.Job, p pool.Pool, warm bool, res *corev1.ResourceRequirements) (bool, error) {
-	var have corev1.ResourceRequirements
-	if c := p.BuildContainer(&p.Template); c != nil {
-		have = c.Resources
-	}
-	want := merged(have, res)
-	if err := requestsWithinLimits(want); err != nil {
-		return false, &SystemError{Err: fmt.Errorf("the job's resources with the pool's (%s): %w", describe(want), err)}
-	}
-	cold := p.Modified(func(t *corev1.PodTemplateSpec) {
-		if c := p.BuildContainer(t); c != nil {
-			c.Resources = want
-		}
-	})
-	unchecked, err := d.nodesFit(ctx, cold)
-	if err != nil {
-		return false, err
-	}
-	ej.Cold = &cold
-	inPlace, needCold := resizeNeeds(have, res)
-	if needCold {
-		if warm {
-			fmt.Fprintf(d.Stdout, "warmpod: the job asks for %s; ephemeral storage cannot change on a running pod: creating a cold pod\n", describe(*res))
-		}
-		return false, nil
-	}
-	if !inPlace || !warm {
-		return warm, nil
-	}
-	ej.Resize = &want
-	ej.Fit = func(ctx context.Context, cl session.Cluster, pod poolapi.Pod) error {
-		t0 := d.Now()
-		if pod.Resize != nil {
-			t0 = pod.Resize.SentAt()
-		}
-		if err := d.Cluster.AwaitResize(ctx, pod, d.Cfg.ResizeTimeout, cl); err != nil {
-			err = fmt.Errorf("resize to %s: %w", describe(want), err)
-			if errors.Is(err, pool.ErrResizeInfeasible) && unchecked != "" {
-				// The kubelet says its node can never hold it, and
-				// nothing shows a larger one: another warm pod would
-				// get the same answer, a cold pod would never be
-				// scheduled.
-				return fmt.Errorf("%w: %w; and no node was seen that could hold it (%s): ask for less", executor.ErrNoFit, err, unchecked)
-			}
-			return err
-		}
-		fmt.Fprintf(d.Stdout, "warmpod: warm pod %s resized in place to %s in %d ms\n", pod.Name, describe(want), d.Now().Sub(t0).Milliseconds())
-		d.timing("resize", "", t0, nil)
-		return nil
-	}
-	return true, nil
-}
-
-// timing appends one JSON line to Cfg.Timings.
-func (d *Driver) timing(call, stage string, t0 time.Time, final *control.StageStatus) {
+// timing appends one JSON line to Cfg.Timings: call from t0 until end
+// (zero: now).
+func (d *Driver) timing(call, stage string, t0 time.Time, final *control.StageStatus, end time.Time) {
 	if d.Cfg.Timings == "" {
 		return
 	}
-	rec := map[string]any{"call": call, "job": d.Env["CUSTOM_ENV_CI_JOB_ID"], "start": t0.UnixNano(), "end": d.Now().UnixNano()}
+	if end.IsZero() {
+		end = d.Now()
+	}
+	rec := map[string]any{"call": call, "job": d.Env["CUSTOM_ENV_CI_JOB_ID"], "start": t0.UnixNano(), "end": end.UnixNano()}
 	if stage != "" {
 		rec["stage"] = stage
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -82,7 +83,7 @@ func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ poolapi.Owner,
 	}
 	pod := f.warm[0]
 	if fit != nil {
-		f.resized = append(f.resized, pod.Name+" "+describe(*fit))
+		f.resized = append(f.resized, pod.Name+" "+executor.Describe(*fit))
 		if f.refuse != nil {
 			return nil, f.refuse
 		}

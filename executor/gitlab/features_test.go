@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -116,7 +117,7 @@ func TestPickPoolByServices(t *testing.T) {
 		{"another image", "golang:1.26", []Service{web}, "alpine", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, warm := pickPool(set, tc.image, tc.svcs)
+			p, warm := set.Choose(tc.image, sidecars(tc.svcs))
 			assert.Equal(t, tc.pool, p.Name)
 			assert.Equal(t, tc.warm, warm)
 			if warm {
@@ -130,7 +131,7 @@ func TestPickPoolByServices(t *testing.T) {
 				}
 			}
 			require.Len(t, side, len(tc.svcs))
-			_, served := pickPool(&pool.Set{Pools: []pool.Pool{p}}, tc.image, tc.svcs)
+			_, served := (&pool.Set{Pools: []pool.Pool{p}}).Choose(tc.image, sidecars(tc.svcs))
 			assert.True(t, served, "the cold template serves what the job asks")
 			for i, s := range tc.svcs {
 				assert.Equal(t, "svc-"+string(rune('0'+i)), side[i].Name)
@@ -152,7 +153,7 @@ func TestOverwrites(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		env   Env
-		want  string // describe() of the result, "" for none
+		want  string // executor.Describe() of the result, "" for none
 		notes int
 		err   string
 	}{
@@ -179,7 +180,7 @@ func TestOverwrites(t *testing.T) {
 				return
 			}
 			require.NotNil(t, res)
-			assert.Equal(t, tc.want, describe(*res))
+			assert.Equal(t, tc.want, executor.Describe(*res))
 		})
 	}
 	assert.Error(t, Bounds{CPULimit: "two"}.Validate())
@@ -281,7 +282,7 @@ func TestPrepareEphemeralStorageGoesCold(t *testing.T) {
 func TestServiceContainerNamesDoNotCollide(t *testing.T) {
 	set, err := pool.Parse(strings.NewReader(strings.ReplaceAll(servicePools, "name: build,", "name: svc-0,")))
 	require.NoError(t, err)
-	p, warm := pickPool(set, "alpine:3.20", []Service{{Name: "redis:7"}, {Name: "nginx:1"}})
+	p, warm := set.Choose("alpine:3.20", sidecars([]Service{{Name: "redis:7"}, {Name: "nginx:1"}}))
 	require.False(t, warm)
 	var names []string
 	for _, c := range p.Template.Spec.Containers {

@@ -1,15 +1,11 @@
 package gitlab
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-
-	"github.com/warmpod/warmpod/executor/pool"
 )
 
 // Bounds are the highest values a job may ask for its build container
@@ -113,137 +109,4 @@ func Overwrites(e Env, b Bounds) (*corev1.ResourceRequirements, []string, error)
 		notes = append(notes, fmt.Sprintf("%q overwritten with %q", o.field, v))
 	}
 	return out, notes, nil
-}
-
-// merged is the container resources have with want's values put over
-// them.
-func merged(have corev1.ResourceRequirements, want *corev1.ResourceRequirements) corev1.ResourceRequirements {
-	out := *have.DeepCopy()
-	for _, pair := range []struct {
-		dst *corev1.ResourceList
-		src corev1.ResourceList
-	}{{&out.Requests, want.Requests}, {&out.Limits, want.Limits}} {
-		for n, q := range pair.src {
-			if *pair.dst == nil {
-				*pair.dst = corev1.ResourceList{}
-			}
-			(*pair.dst)[n] = q
-		}
-	}
-	return out
-}
-
-// resizeNeeds tells what a warm pod of a template whose build container
-// has have must change to get want: in place (cpu, memory) and not in
-// place (ephemeral storage: the kubelet cannot resize it, such a job gets
-// a cold pod).
-func resizeNeeds(have corev1.ResourceRequirements, want *corev1.ResourceRequirements) (inPlace, cold bool) {
-	for _, pair := range []struct{ have, want corev1.ResourceList }{{have.Requests, want.Requests}, {have.Limits, want.Limits}} {
-		for n, q := range pair.want {
-			if h, ok := pair.have[n]; ok && h.Cmp(q) == 0 {
-				continue
-			}
-			if n == corev1.ResourceCPU || n == corev1.ResourceMemory {
-				inPlace = true
-			} else {
-				cold = true
-			}
-		}
-	}
-	return inPlace, cold
-}
-
-// describe is a resource requirement for the trace: "requests cpu=500m
-// memory=32Mi, limits memory=256Mi".
-func describe(r corev1.ResourceRequirements) string {
-	s := ""
-	for _, part := range []struct {
-		name string
-		l    corev1.ResourceList
-	}{{"requests", r.Requests}, {"limits", r.Limits}} {
-		if len(part.l) == 0 {
-			continue
-		}
-		if s != "" {
-			s += ", "
-		}
-		s += part.name
-		for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
-			if q, ok := part.l[n]; ok {
-				s += fmt.Sprintf(" %s=%s", n, q.String())
-			}
-		}
-	}
-	return s
-}
-
-// requestsWithinLimits refuses a request above its limit (the API server
-// would refuse the resize and the cold pod alike): a job's request above
-// the pool's limit, or a job's limit below the pool's request.
-func requestsWithinLimits(r corev1.ResourceRequirements) error {
-	for n, req := range r.Requests {
-		if lim, ok := r.Limits[n]; ok && req.Cmp(lim) > 0 {
-			return fmt.Errorf("the %s request %s is above its limit %s", n, req.String(), lim.String())
-		}
-	}
-	return nil
-}
-
-// nodesFit refuses, before anything is claimed, a job whose pod (c's
-// template, the job's resources in its build container) requests more
-// than any node of the pool can allocate: the kubelet would call the
-// resize of every warm pod Infeasible and no cold pod would ever be
-// scheduled, so claiming one only burns the pool. When the nodes cannot
-// be read (nodes are cluster-scoped: the driver's account needs the
-// ClusterRole of deploy/gitlab-rbac.yaml) it says so once in the trace
-// (prepare's stdout) and leaves the check to the
-// --*-overwrite-max-allowed bounds; unchecked then says why, for a later
-// refusal ("" when a node was found that fits).
-func (d *Driver) nodesFit(ctx context.Context, c pool.Pool) (unchecked string, err error) {
-	req := pool.PodRequests(&c.Template.Spec)
-	nodes, err := d.Cluster.Nodes(ctx, &c.Template)
-	if err != nil {
-		hint := ""
-		if apierrors.IsForbidden(err) {
-			hint = ": the driver's account needs get and list on nodes, the ClusterRole warmpod-gitlab-nodes of deploy/gitlab-rbac.yaml, bound to it in its namespace (the binding names the namespace: docs/guides/gitlab-runner.md#rbac-of-the-driver)"
-		}
-		unchecked = fmt.Sprintf("cannot read the nodes of pool %s (%v)%s", c.Name, err, hint)
-		fmt.Fprintf(d.Stdout, "warmpod: %s; the job's resources are checked against the --*-overwrite-max-allowed bounds only\n", unchecked)
-		return unchecked, nil
-	}
-	if len(nodes) == 0 {
-		unchecked = fmt.Sprintf("no node matches pool %s's nodeName and nodeSelector", c.Name)
-		fmt.Fprintf(d.Stdout, "warmpod: %s; the job's resources are checked against the --*-overwrite-max-allowed bounds only\n", unchecked)
-		return unchecked, nil
-	}
-	for _, n := range nodes {
-		if n.Fits(req) {
-			return "", nil
-		}
-	}
-	var have []string
-	for i, n := range nodes {
-		if i == 3 {
-			have = append(have, fmt.Sprintf("and %d more", len(nodes)-i))
-			break
-		}
-		have = append(have, n.Name+": "+list(n.Allocatable, req))
-	}
-	return "", &SystemError{Err: fmt.Errorf("the job's pod would request %s, more than any node of pool %s can allocate (%s): no pod of the pool can run it; ask for less",
-		list(req, req), c.Name, strings.Join(have, "; "))}
-}
-
-// list is the quantities of l that only names, "cpu=2 memory=4Gi", in
-// that order (the figures a node-fit message compares).
-func list(l, only corev1.ResourceList) string {
-	var parts []string
-	for _, n := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
-		if _, ok := only[n]; !ok {
-			continue
-		}
-		if q, ok := l[n]; ok {
-			parts = append(parts, fmt.Sprintf("%s=%s", n, q.String()))
-		}
-	}
-	return strings.Join(parts, " ")
 }

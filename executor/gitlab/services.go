@@ -132,13 +132,13 @@ func (s Service) matches(c corev1.Container) bool {
 	return maps.Equal(env, s.Variables) || len(env) == 0 && len(s.Variables) == 0
 }
 
-// pickPool chooses the pool of a job with image and svcs ([pool.Set.Choose]):
-// a service is served by a pool's container with the same image,
-// entrypoint, command and variables (Service.matches).
-func pickPool(set *pool.Set, image string, svcs []Service) (pool.Pool, bool) {
-	sidecars := make([]pool.Sidecar, len(svcs))
+// sidecars are svcs as the pool containers that would serve them
+// ([pool.Set.Choose]): a service is served by a pool's container with the
+// same image, entrypoint, command and variables (Service.matches).
+func sidecars(svcs []Service) []pool.Sidecar {
+	out := make([]pool.Sidecar, len(svcs))
 	for i, s := range svcs {
-		sidecars[i] = pool.Sidecar{Container: s.container(""), Hostnames: s.hostnames(), Serves: s.matches}
+		out[i] = pool.Sidecar{Container: s.container(""), Hostnames: s.hostnames(), Serves: s.matches}
 	}
-	return set.Choose(image, sidecars)
+	return out
 }

@@ -107,3 +107,8 @@ func (t *timedCluster) PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]po
 	defer t.d.Span("list pods of job", t.d.Now())
 	return t.Cluster.PodsOfJob(ctx, owner)
 }
+
+func (t *timedClaims) Pools(ctx context.Context) (*pool.Set, error) {
+	defer t.d.Span("read pools", t.d.Now())
+	return t.Claims.Pools(ctx)
+}
