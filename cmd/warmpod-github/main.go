@@ -43,6 +43,7 @@ func run(args []string) int {
 	namespace := fs.String("namespace", "", "namespace of the pools (default: the kubeconfig context's, or the service account's)")
 	warmWait := fs.Duration("warm-wait", time.Second, "how long prepare_job waits for a Ready idle pod before creating a cold one")
 	readyTimeout := fs.Duration("ready-timeout", 5*time.Minute, "how long prepare_job waits for a cold pod to be Ready")
+	resizeTimeout := fs.Duration("resize-timeout", 10*time.Second, "how long prepare_job waits for the in-place resize of a warm pod to the job's resources before it takes a cold pod instead")
 	leaseTTL := fs.Duration("lease-ttl", time.Minute, "the job's lease heartbeat in the pod: a pod whose runner died ends the job within it (0 = none)")
 	retries := fs.Int("stream-retries", 5, "how often a step reattaches after a broken exec stream, and a piece of _work is sent again")
 	cancelGrace := fs.Duration("cancel-grace", 5*time.Second, "SIGTERM → SIGKILL of a cancelled step in the pod (the runner kills the hook 10 s after its SIGINT)")
@@ -61,7 +62,7 @@ func run(args []string) int {
 		return 0
 	}
 	if err == nil {
-		err = validate(*warmWait, *readyTimeout, *leaseTTL, *cancelGrace, *timeout, *retries, *chunk, *streams)
+		err = validate(*warmWait, *readyTimeout, *resizeTimeout, *leaseTTL, *cancelGrace, *timeout, *retries, *chunk, *streams)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
@@ -89,7 +90,7 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "::error::warmpod-github: unknown command %q; with no command it is the runner's container hook (the command on stdin), or: install DIR, version, help\n", strings.Join(fs.Args(), " "))
 		return 2
 	}
-	cfg := github.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, LeaseTTL: *leaseTTL, MaxStreamRetries: *retries,
+	cfg := github.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, ResizeTimeout: *resizeTimeout, LeaseTTL: *leaseTTL, MaxStreamRetries: *retries,
 		CancelGrace: *cancelGrace, ChunkSize: *chunk, Streams: *streams, Timeout: *timeout}
 	cfg.Timings = *timings
 	pods, err := kubePods(*kubeconfig, *namespace, *pools)
@@ -131,12 +132,12 @@ func run(args []string) int {
 
 // validate refuses flag values the hook cannot work with, naming the flag
 // and what it takes.
-func validate(warmWait, readyTimeout, leaseTTL, cancelGrace, timeout time.Duration, retries int, chunk int64, streams int) error {
+func validate(warmWait, readyTimeout, resizeTimeout, leaseTTL, cancelGrace, timeout time.Duration, retries int, chunk int64, streams int) error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
 		zero bool // 0 is allowed
-	}{{"warm-wait", warmWait, true}, {"ready-timeout", readyTimeout, false}, {"lease-ttl", leaseTTL, true},
+	}{{"warm-wait", warmWait, true}, {"ready-timeout", readyTimeout, false}, {"resize-timeout", resizeTimeout, false}, {"lease-ttl", leaseTTL, true},
 		{"cancel-grace", cancelGrace, true}, {"timeout", timeout, false}} {
 		if d.v < 0 || d.v == 0 && !d.zero {
 			return fmt.Errorf("--%s %v: must be above 0%s", d.flag, d.v, map[bool]string{true: " (or 0)", false: ""}[d.zero])

@@ -26,6 +26,9 @@ type Config struct {
 	// executor core's (executor.Core).
 	WarmWait, ReadyTimeout, LeaseTTL time.Duration
 	MaxStreamRetries                 int
+	// ResizeTimeout bounds the wait for the in-place resize of a warm pod
+	// to the job's resources (executor.Core.ResizeTimeout).
+	ResizeTimeout time.Duration
 	// CancelGrace is the stage's grace period on cancel: the runner sends
 	// SIGKILL 10 s after its SIGINT, so the stage's traps get this long
 	// and the hook still streams the end and exits before that.

@@ -59,8 +59,9 @@ type Cluster = executor.Cluster
 // through the job's multiplexer when it answers.
 func (k *KubePods) core(h *Hook, st *State) *executor.Core {
 	return &executor.Core{Session: *h.session(k.Cluster, st), Claims: k.Cluster, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
-		RBAC: "deploy/github-rbac.yaml",
-		Warn: func(msg string) { fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: %s\n", msg) }}
+		ResizeTimeout: h.Cfg.ResizeTimeout, RBAC: "deploy/github-rbac.yaml",
+		NodesRBAC: "the hook's account needs get and list on nodes, the ClusterRole warmpod-github-nodes of deploy/github-rbac.yaml (or the chart's github.rbac), bound to it",
+		Warn:      func(msg string) { fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: %s\n", msg) }}
 }
 
 // prepareJob gets a pod for the job container and hands the job to it:
@@ -87,6 +88,10 @@ func (k *KubePods) PrepareJob(ctx context.Context, h *Hook, args PrepareJobArgs,
 	if _, dropped := serviceHostnames(args.Services); len(dropped) > 0 {
 		fmt.Fprintf(h.Stderr, "::warning::warmpod: service names %q are not DNS names: the job's steps cannot reach the services by them\n", dropped)
 	}
+	res, caps, err := h.resources(*c)
+	if err != nil {
+		return nil, err
+	}
 	if err := k.connect(h); err != nil {
 		return nil, err
 	}
@@ -106,7 +111,7 @@ func (k *KubePods) PrepareJob(ctx context.Context, h *Hook, args PrepareJobArgs,
 	defer early.Close()
 	core := k.core(h, nil)
 	core.Attach = early.Attacher(k.Cluster, st.Job, core.Log, warningWriter{h.Stderr})
-	prep, err := core.Prepare(ctx, executor.Request{Pools: k.Pools, Image: c.Image, Sidecars: sidecars, Job: job})
+	prep, err := core.Prepare(ctx, executor.Request{Pools: k.Pools, Image: c.Image, Sidecars: sidecars, Resources: res, Caps: caps, Job: job})
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +205,20 @@ func pickSidecars(services []Container) ([]pool.Sidecar, error) {
 	return sidecars, nil
 }
 
+// resources are the resources container c asks for (jobResources: the
+// pod template extension's and container.options'); each part of either
+// that warmpod leaves out is a ::warning:: line.
+func (h *Hook) resources(c Container) (*corev1.ResourceRequirements, corev1.ResourceList, error) {
+	res, caps, notes, err := jobResources(h.Env, c.CreateOptions)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: %s\n", n)
+	}
+	return res, caps, nil
+}
+
 // sidecar is the container of service i: its image, environment, ports,
 // and entry point and arguments when the service sets them.
 func sidecar(i int, s Container) corev1.Container {
@@ -259,6 +278,10 @@ func (k *KubePods) RunContainerStep(ctx context.Context, h *Hook, job *State, c 
 	if c.Image == "" {
 		return fmt.Errorf("%w: run_container_step without an image", ErrInput)
 	}
+	res, caps, err := h.resources(c)
+	if err != nil {
+		return err
+	}
 	if err := k.connect(h); err != nil {
 		return err
 	}
@@ -269,7 +292,7 @@ func (k *KubePods) RunContainerStep(ctx context.Context, h *Hook, job *State, c 
 		// No stage runs in the job's own pod meanwhile: keep its lease.
 		defer core.KeepAlive(ctx, job.Pod, job.Job)()
 	}
-	prep, err := core.Prepare(ctx, executor.Request{Pools: k.Pools, Image: c.Image,
+	prep, err := core.Prepare(ctx, executor.Request{Pools: k.Pools, Image: c.Image, Resources: res, Caps: caps,
 		Job: executor.Job{ID: st.Job, Timeout: h.Cfg.Timeout, Variables: h.variables(actionsEnv(c.EnvironmentVariables)), Owner: owner}})
 	if err != nil {
 		return err
