@@ -17,12 +17,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
+
+// resOptions are the bench's job's own resources: 1 CPU, 300 MiB.
+const resOptions = "--cpus 1 --memory 300m"
 
 type hookFigures struct {
 	prepare, step, cleanup, total []time.Duration
@@ -106,6 +110,31 @@ func TestGitHubHookBench(t *testing.T) {
 		tr.bareExec(t, g, "sha256sum", 1, true)
 		tr.bareExec(t, g, "wc -c", 1, false)
 	}
+	// A job with its own cpu and memory (container.options): a warm pod
+	// resized in place against a cold pod with the same resources, from
+	// the same template in a namespace whose pool has no pod (one look
+	// for an idle pod: --warm-wait 0), interleaved.
+	var resWarm, resCold hookFigures
+	coldNS := newGHPool(t, 0, false)
+	resJob := writeExample(t, map[string]any{"name": "resources", "repository": "hookrun/hello", "expect": "success",
+		"container": map[string]any{"image": "localhost/hooks/job:v1", "options": resOptions},
+		"steps":     []map[string]any{{"id": "limit", "run": `echo "memory limit $(cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max)"`}}})
+	nRes := max(n/2, 3)
+	for i := range nRes {
+		idle := waitIdle(t, g.ns, 3, 2*time.Minute)
+		r, log := g.run(t, resJob, "gh-bench-res")
+		require.Equal(t, "success", r.Result, "warmpod run %d with resources:\n%s", i, log)
+		require.True(t, slices.ContainsFunc(idle, func(p pod) bool { return p.Metadata.Name == r.Container.ID }), "run %d with resources ran on a warm pod", i)
+		_, _, lines := r.step(t, "limit")
+		require.Contains(t, strings.Join(lines, "\n"), "memory limit 314572800", "run %d: the warm pod was resized", i)
+		resWarm.add(r)
+		waitIdle(t, coldNS.ns, 0, 2*time.Minute)
+		r, log = coldNS.run(t, resJob, "gh-bench-res-cold", "WARMPOD_GITHUB_WARM_WAIT=0")
+		require.Equal(t, "success", r.Result, "cold run %d with resources:\n%s", i, log)
+		_, _, lines = r.step(t, "limit")
+		require.Contains(t, strings.Join(lines, "\n"), "memory limit 314572800", "cold run %d has the job's resources", i)
+		resCold.add(r)
+	}
 	row := func(what string, w, d, u []time.Duration, target float64) string {
 		if len(w) == 0 {
 			return fmt.Sprintf("| %s | no successful run | %s | %s | – | |\n", what, msStr(medianOf(d)), msStr(medianOf(u)))
@@ -135,9 +164,16 @@ func TestGitHubHookBench(t *testing.T) {
 		fmt.Fprintf(&b, "\nOne bare exec round trip of client-go (`true` into a pool pod, new client each time): %s. Step overhead / that round trip: %.2f× with the multiplexer, %.2f× with one exec per call.\n",
 			msStr(rtt), float64(median(wp.step))/float64(rtt), float64(median(wd.step))/float64(rtt))
 	}
+	if len(resWarm.prepare) > 0 && len(resCold.prepare) > 0 {
+		ratio := float64(median(resWarm.prepare)) / float64(median(resCold.prepare))
+		fmt.Fprintf(&b, "\nA job with its own cpu and memory (`container.options: %s`), %d runs each, interleaved, medians: prepare_job on a warm pod resized in place (the resize waited for until the container's cgroup has it) against a cold pod with the same resources, made from the same template in a namespace whose pool has no pod (`--warm-wait 0`).\n\n", resOptions, nRes)
+		b.WriteString("| | warm pod, resized in place | cold pod, same resources | warm / cold | target |\n|---|---:|---:|---:|---|\n")
+		fmt.Fprintf(&b, "| prepare_job | %s | %s | %.3f× | ≤ 0.20× cold: %s |\n", msStr(median(resWarm.prepare)), msStr(median(resCold.prepare)), ratio, map[bool]string{true: "met", false: "**not met**"}[ratio <= 0.2])
+		fmt.Fprintf(&b, "| whole job | %s | %s | %.3f× | |\n", msStr(median(resWarm.total)), msStr(median(resCold.total)), float64(median(resWarm.total))/float64(median(resCold.total)))
+	}
 	b.WriteString(parts.table(t, rtt))
 	tr.write(&b, wpBig.prepare, upBig.prepare, rtt)
-	fmt.Fprintf(&b, "\nSuccessful runs: warmpod %d/%d and %d/%d, warmpod with one exec per call %d/%d, upstream %d/%d and %d/%d.\n", wp.ok, wp.runs, wpBig.ok, wpBig.runs, wd.ok, wd.runs, up.ok, up.runs, upBig.ok, upBig.runs)
+	fmt.Fprintf(&b, "\nSuccessful runs: warmpod %d/%d and %d/%d, warmpod with one exec per call %d/%d, upstream %d/%d and %d/%d; with resources, warm %d/%d and cold %d/%d.\n", wp.ok, wp.runs, wpBig.ok, wpBig.runs, wd.ok, wd.runs, up.ok, up.runs, upBig.ok, upBig.runs, resWarm.ok, resWarm.runs, resCold.ok, resCold.runs)
 	t.Log("\n" + b.String())
 	require.NoError(t, os.WriteFile(out, []byte(b.String()), 0o644))
 }
