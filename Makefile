@@ -16,6 +16,7 @@ COLDPKGS  := crypto/... vendor/golang.org/x/crypto/... math/big encoding/asn1 ne
 GCFLAGS   := $(foreach p,$(COLDPKGS),-gcflags=$(p)=-l)
 BIN       := bin/warmpod
 DRIVER    := bin/warmpod-gitlab
+DRIVERRUN := bin/warmpod-gitlab-run
 HOOK      := bin/warmpod-github
 HOOKSTEP  := bin/warmpod-github-step
 POOLS     := bin/warmpod-pools
@@ -27,15 +28,17 @@ PKGS_DEB  := runc busybox-static tini dumb-init catatonit python3 procps
 help: ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1), bin/warmpod-gitlab (GitLab driver), bin/warmpod-github (+ .sh shim and the per-step build warmpod-github-step: Actions hook), bin/warmpod-pools (pool controller)
+build: ## static, stripped binaries with a version stamp → bin/warmpod (PID 1), bin/warmpod-gitlab (GitLab driver, + its per-stage build warmpod-gitlab-run), bin/warmpod-github (+ .sh shim and the per-step build warmpod-github-step: Actions hook), bin/warmpod-pools (pool controller)
 	CGO_ENABLED=0 $(GO) build -trimpath $(GCFLAGS) -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/warmpod
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DRIVER) ./cmd/warmpod-gitlab
+	# The driver's per-stage build, run_exec's: no client-go (cmd/warmpod-gitlab/run.go).
+	CGO_ENABLED=0 $(GO) build -trimpath -tags percall -ldflags "$(LDFLAGS)" -o $(DRIVERRUN) ./cmd/warmpod-gitlab
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(HOOK) ./cmd/warmpod-github
 	# The hook's per-step build: no client-go (cmd/warmpod-github/step.go).
 	CGO_ENABLED=0 $(GO) build -trimpath -tags percall -ldflags "$(LDFLAGS)" -o $(HOOKSTEP) ./cmd/warmpod-github
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(POOLS) ./cmd/warmpod-pools
 	install -m 0755 cmd/warmpod-github/shim.sh $(HOOK).sh
-	@ls -l $(BIN) $(DRIVER) $(HOOK) $(HOOKSTEP) $(POOLS) | awk '{print "built", $$NF, $$5, "bytes"}'
+	@ls -l $(BIN) $(DRIVER) $(DRIVERRUN) $(HOOK) $(HOOKSTEP) $(POOLS) | awk '{print "built", $$NF, $$5, "bytes"}'
 
 # apt_install installs the Debian packages of $(1) that are missing.
 define apt_install
@@ -83,8 +86,8 @@ image-executor: build ## FROM scratch image of the executor side (Dockerfile.exe
 	@command -v buildah >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends buildah >/dev/null; }
 	buildah bud --quiet -f Dockerfile.executor -t localhost/warmpod-executor:$(VERSION) bin/
 	@ctr=$$(buildah from localhost/warmpod-executor:$(VERSION)); mnt=$$(buildah mount $$ctr); \
-	  test "$$(ls $$mnt | tr '\n' ' ')" = "warmpod-github warmpod-github-step warmpod-github.sh warmpod-gitlab warmpod-pools " && \
-	  $$mnt/warmpod-pools version && $$mnt/warmpod-gitlab version && $$mnt/warmpod-github version; rc=$$?; \
+	  test "$$(ls $$mnt | tr '\n' ' ')" = "warmpod-github warmpod-github-step warmpod-github.sh warmpod-gitlab warmpod-gitlab-run warmpod-pools " && \
+	  $$mnt/warmpod-pools version && $$mnt/warmpod-gitlab version && $$mnt/warmpod-gitlab-run version && $$mnt/warmpod-github version; rc=$$?; \
 	  buildah umount $$ctr >/dev/null; buildah rm $$ctr >/dev/null; exit $$rc
 
 image-github: build ## FROM scratch image of the Actions hook (Dockerfile.github) with buildah, then check that it installs the hook
@@ -186,10 +189,10 @@ image-tar: build ## OCI image (busybox-static + warmpod) → bin/warmpod-image.t
 	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT) $(IMAGE) $(IMAGE_TAR) '["/usr/local/bin/warmpod"]'
 	rm -rf $(IMAGE_ROOT)
 
-image-executor-tar: build ## OCI image of the executor side (warmpod-gitlab, warmpod-github with its per-step build and its shim, warmpod-pools; nothing else) → bin/warmpod-executor-image.tar
+image-executor-tar: build ## OCI image of the executor side (warmpod-gitlab with its per-stage build, warmpod-github with its per-step build and its shim, warmpod-pools; nothing else) → bin/warmpod-executor-image.tar
 	@test -x $(SHARED)/kube-e2e/images/mkimage.sh || { echo "image-executor-tar: $(SHARED)/kube-e2e/images/mkimage.sh not found (set SHARED=path/to/shared)"; exit 1; }
 	rm -rf $(IMAGE_ROOT)-exec && mkdir -p $(IMAGE_ROOT)-exec
-	install -m 0755 $(DRIVER) $(HOOK) $(HOOKSTEP) $(HOOK).sh $(POOLS) $(IMAGE_ROOT)-exec/
+	install -m 0755 $(DRIVER) $(DRIVERRUN) $(HOOK) $(HOOKSTEP) $(HOOK).sh $(POOLS) $(IMAGE_ROOT)-exec/
 	$(SHARED)/kube-e2e/images/mkimage.sh $(IMAGE_ROOT)-exec $(EXEC_IMAGE) $(EXEC_TAR) '["/warmpod-pools"]'
 	rm -rf $(IMAGE_ROOT)-exec
 

@@ -148,14 +148,15 @@ type gitlabRunnerTOML struct {
 }
 
 // recipePath is where Dockerfile.gitlab-runner puts the driver: the
-// destination of its COPY of /warmpod-gitlab.
+// destination directory of its COPY of /warmpod-gitlab and
+// /warmpod-gitlab-run, with the driver's name.
 func recipePath(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "Dockerfile.gitlab-runner"))
 	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^COPY --from=\S+ /warmpod-gitlab (\S+)$`).FindStringSubmatch(string(b))
-	require.NotNil(t, m, "Dockerfile.gitlab-runner copies no /warmpod-gitlab")
-	return m[1]
+	m := regexp.MustCompile(`(?m)^COPY --from=\S+ /warmpod-gitlab /warmpod-gitlab-run (\S+/)$`).FindStringSubmatch(string(b))
+	require.NotNil(t, m, "Dockerfile.gitlab-runner copies no /warmpod-gitlab and /warmpod-gitlab-run into a directory")
+	return filepath.Join(m[1], "warmpod-gitlab")
 }
 
 // The values NOTES.txt prints for GitLab's gitlab-runner chart, pasted as
@@ -204,9 +205,12 @@ func TestGitLabRunnerChartTakesTheNotes(t *testing.T) {
 			}
 			exec := r.Custom.ConfigExec
 			require.NotEmpty(t, exec, "no [runners.custom] in %s", text)
-			for stage, e := range map[string]string{"prepare": r.Custom.PrepareExec, "run": r.Custom.RunExec, "cleanup": r.Custom.CleanupExec} {
+			for stage, e := range map[string]string{"prepare": r.Custom.PrepareExec, "cleanup": r.Custom.CleanupExec} {
 				assert.Equal(t, exec, e, "%s_exec", stage)
 			}
+			// run_exec is the per-stage build, beside the driver (in the
+			// executor image and the recipe's runner image alike).
+			assert.Equal(t, exec+"-run", r.Custom.RunExec, "run_exec")
 			for stage, args := range map[string][]string{"config": r.Custom.ConfigArgs, "prepare": r.Custom.PrepareArgs, "run": r.Custom.RunArgs, "cleanup": r.Custom.CleanupArgs} {
 				require.NotEmpty(t, args, "%s_args", stage)
 				assert.Equal(t, stage, args[len(args)-1], "%s_args ends with the driver's command", stage)

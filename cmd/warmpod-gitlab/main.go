@@ -16,17 +16,13 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/gitlab"
 	"github.com/warmpod/warmpod/executor/mux"
-	"github.com/warmpod/warmpod/executor/pool"
-	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/internal/flagenv"
-	"github.com/warmpod/warmpod/internal/selfinstall"
-	"github.com/warmpod/warmpod/poolapi"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -52,30 +48,22 @@ func run(args []string) int {
 	}
 	o.began = began
 	if o.cmd == "version" {
-		fmt.Println("warmpod-gitlab", version)
+		fmt.Println(buildName, version)
 		return 0
+	}
+	if code, handed := handOver(o); handed {
+		return code
 	}
 	if o.cmd == "install" && len(o.rest) == 1 {
 		// An init container of the runner pod copies the driver out of the
 		// executor image (which has no cp) into a volume the runner mounts.
-		if err := selfinstall.Install(o.rest[0], "warmpod-gitlab", nil); err != nil {
+		files, err := install(o.rest[0])
+		if err != nil {
 			fmt.Fprintln(os.Stderr, "warmpod-gitlab: install:", err)
 			return 1
 		}
-		fmt.Println("installed", o.rest[0]+"/warmpod-gitlab")
+		fmt.Println("installed", strings.Join(files, " "))
 		return 0
-	}
-	if err := o.cfg.Bounds.Validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
-		return 2
-	}
-	if o.pools != "" {
-		set, err := pool.Load(o.pools)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
-			return codes.SystemFailure
-		}
-		o.cfg.Pools = set
 	}
 	d := &gitlab.Driver{Cfg: o.cfg, Env: env, Stdout: os.Stdout, Stderr: os.Stderr, Now: time.Now}
 	return o.dispatch(d, codes)
@@ -85,6 +73,7 @@ func run(args []string) int {
 // still unset) and what only the wiring here uses.
 type options struct {
 	cfg        gitlab.Config
+	bounds     bounds
 	pools      string // --pools, the manifest file; "" = read the pools from the cluster
 	kubeconfig string
 	namespace  string
@@ -92,6 +81,15 @@ type options struct {
 	cmd        string   // the first argument after the flags
 	rest       []string // the command's arguments
 	began      time.Time
+}
+
+// bounds are the --*-overwrite-max-allowed flags (gitlab.Bounds, which
+// the full build checks and uses; the per-stage build only parses them,
+// since the runner passes the same flags to every call).
+type bounds struct {
+	CPURequest, CPULimit                           string
+	MemoryRequest, MemoryLimit                     string
+	EphemeralStorageRequest, EphemeralStorageLimit string
 }
 
 // parseFlags reads args and the flags' WARMPOD_GITLAB_ variables. done
@@ -115,7 +113,7 @@ func parseFlags(args []string) (o options, code int, done bool) {
 	fs.BoolVar(&o.useMux, "mux", true, "carry each job's stages over one exec stream, through a per-job multiplexer process started by prepare (false: one exec per call)")
 	fs.DurationVar(&c.ResizeTimeout, "resize-timeout", 10*time.Second, "how long prepare waits for an in-place resize of a warm pod before it takes a cold pod instead")
 	// The Kubernetes executor's *_overwrite_max_allowed: no bound, no overwrite.
-	b := &c.Bounds
+	b := &o.bounds
 	fs.StringVar(&b.CPURequest, "cpu-request-overwrite-max-allowed", "", "highest KUBERNETES_CPU_REQUEST a job may set (empty: the variable is ignored)")
 	fs.StringVar(&b.CPULimit, "cpu-limit-overwrite-max-allowed", "", "highest KUBERNETES_CPU_LIMIT a job may set (empty: ignored)")
 	fs.StringVar(&b.MemoryRequest, "memory-request-overwrite-max-allowed", "", "highest KUBERNETES_MEMORY_REQUEST a job may set (empty: ignored)")
@@ -183,21 +181,21 @@ func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
 	cmd, rest := o.cmd, o.rest
 	switch {
 	case cmd == "config" && len(rest) == 0:
+		// No client: config only reads the --pools manifest.
+		pods, _, err := kubePods(o, false)
+		if err != nil {
+			return exitSetUp(err, codes)
+		}
+		d.Pods = pods
 		return gitlab.ExitCode(d.Config(), codes, os.Stderr)
 	case cmd == "pool-hash" && len(rest) == 0:
-		if d.Cfg.Pools == nil {
-			fmt.Fprintln(os.Stderr, "warmpod-gitlab: pool-hash needs --pools")
-			return 2
-		}
-		for _, p := range d.Cfg.Pools.Pools {
-			fmt.Printf("%s\t%s=%s\n", p.Name, poolapi.LabelConfig, p.Hash)
-		}
-		return 0
+		return poolHash(o.pools)
 	case cmd == "mux":
 		// The job's multiplexer, started by prepare (package mux).
-		return mux.Main(rest, func() (session.Cluster, error) {
-			return pool.Connect(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
-		})
+		return muxMain(rest, o.kubeconfig, o.namespace)
+	case cmd == "pod-exec" && len(rest) == 0:
+		// One direct call of the per-stage build (package podexec).
+		return podExec(o.kubeconfig, o.namespace)
 	case cmd == "prepare" && len(rest) == 0, cmd == "cleanup" && len(rest) == 0, cmd == "run" && len(rest) == 2:
 	case slices.Contains([]string{"config", "prepare", "run", "cleanup", "pool-hash", "install", "version"}, cmd):
 		fmt.Fprintf(os.Stderr, "warmpod-gitlab: %s: wrong arguments %q; the commands: %s\n", cmd, rest, commands)
@@ -212,24 +210,40 @@ func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
 		// client of its own: theirs is set up only when a call goes
 		// direct (no multiplexer, or it went away). Their multiplexer is
 		// running already, so its argv is never used.
-		d.Cluster = executor.NewLazy(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
+		d.Cluster = directCluster(o)
 		if o.useMux {
 			d.Mux = muxLauncher(o.kubeconfig, o.namespace, d.Cfg.StateDir)
 		}
 		return jobCall(d, cmd, rest, codes)
 	}
 	t0 := time.Now()
-	kube, err := pool.Connect(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
+	pods, ns, err := kubePods(o, true)
 	if err != nil {
-		return gitlab.ExitCode(&gitlab.SystemError{Err: err}, codes, os.Stderr)
+		return exitSetUp(err, codes)
 	}
 	d.Span("client set-up", t0)
-	d.Cluster = kube
+	d.Pods = pods
 	if o.useMux {
-		d.Mux = muxLauncher(o.kubeconfig, kube.Namespace, d.Cfg.StateDir)
+		d.Mux = muxLauncher(o.kubeconfig, ns, d.Cfg.StateDir)
 	}
 	return jobCall(d, cmd, rest, codes)
 }
+
+// exitSetUp reports an error of setting up config's or prepare's pools
+// and client: a flag value refused (2) or a system failure.
+func exitSetUp(err error, codes gitlab.ExitCodes) int {
+	var fe flagError
+	if errors.As(err, &fe) {
+		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
+		return 2
+	}
+	fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
+	return codes.SystemFailure
+}
+
+// flagError is a flag value the full build refuses (a bound that is not a
+// quantity).
+type flagError struct{ error }
 
 // jobCall makes one of a job's calls, prepare, run SCRIPT STAGE or
 // cleanup, with the runner's signals wired as each needs them.

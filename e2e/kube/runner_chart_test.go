@@ -204,8 +204,8 @@ func buildRunnerImage(t *testing.T, image string) {
 	t.Helper()
 	recipe, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile.gitlab-runner"))
 	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^COPY --from=\S+ /warmpod-gitlab (\S+)$`).FindStringSubmatch(string(recipe))
-	require.NotNil(t, m, "Dockerfile.gitlab-runner copies no /warmpod-gitlab")
+	m := regexp.MustCompile(`(?m)^COPY --from=\S+ /warmpod-gitlab /warmpod-gitlab-run (\S+/)$`).FindStringSubmatch(string(recipe))
+	require.NotNil(t, m, "Dockerfile.gitlab-runner copies no /warmpod-gitlab and /warmpod-gitlab-run")
 	root := t.TempDir()
 	put := func(src, dst string, mode os.FileMode) {
 		b, err := os.ReadFile(src)
@@ -231,7 +231,8 @@ func buildRunnerImage(t *testing.T, image string) {
 	for _, lib := range regexp.MustCompile(`(?m)(/\S+) \(0x`).FindAllStringSubmatch(string(libs), -1) {
 		put(lib[1], strings.TrimPrefix(lib[1], "/"), 0o755)
 	}
-	put(driverBinary(t), m[1], 0o755)
+	put(driverBinary(t), m[1]+"warmpod-gitlab", 0o755)
+	put(driverBinary(t)+"-run", m[1]+"warmpod-gitlab-run", 0o755)
 	require.NoError(t, os.MkdirAll(filepath.Join(root, "tmp"), 0o755))
 	require.NoError(t, os.Chmod(filepath.Join(root, "tmp"), 0o1777))
 	tar := filepath.Join(t.TempDir(), "runner.tar")

@@ -11,30 +11,17 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/warmpod/warmpod/control"
-	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/mux"
-	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// Cluster is what the driver needs of Kubernetes: the executor core's
-// (*pool.Cluster is the real one).
-type Cluster = executor.Cluster
-
 // Config is the driver's configuration (flags of warmpod-gitlab).
 type Config struct {
-	// Pools is the pool manifest of --pools; nil: prepare reads the pools
-	// from the cluster (Cluster.Pools), their live templates and hashes.
-	Pools *pool.Set
-	// Bounds are the highest resources a job may ask for through the
-	// Kubernetes executor's overwrite variables (none: ignored).
-	Bounds Bounds
 	// ResizeTimeout bounds the wait for an in-place resize of a warm pod;
 	// when it is not applied by then the pod is released and the job gets
 	// a cold pod with its resources.
@@ -65,11 +52,18 @@ type Config struct {
 
 // Driver runs one call of the Custom executor.
 type Driver struct {
-	Cfg     Config
-	Cluster Cluster
-	Env     Env
-	Stdout  io.Writer // the job's trace
-	Stderr  io.Writer // the job's trace too (prepare, run)
+	Cfg Config
+	// Cluster reaches the job's pod for run and cleanup when the job's
+	// multiplexer cannot carry a call (and lists the job's pods at
+	// cleanup).
+	Cluster session.Cluster
+	// Pods carries out the calls that read pools and claim pods (config,
+	// prepare): KubePods, on client-go. Nil in the per-stage build
+	// (warmpod-gitlab-run), which makes only run's calls.
+	Pods   Pods
+	Env    Env
+	Stdout io.Writer // the job's trace
+	Stderr io.Writer // the job's trace too (prepare, run)
 	// Now is the clock (time.Now in production).
 	Now func() time.Time
 	// Mux starts the job's multiplexer at prepare, carries run's and
@@ -83,28 +77,50 @@ type Driver struct {
 	spans   []Span // this call's steps, for its timings
 }
 
+// Pods carries out the calls that read the pools or claim pods.
+type Pods interface {
+	// Config is config_exec ([Driver.Config]).
+	Config(d *Driver) error
+	// Prepare is prepare_exec ([Driver.Prepare]).
+	Prepare(ctx context.Context, d *Driver) error
+}
+
+// ErrNoPods is config or prepare in a build without Pods.
+var ErrNoPods = errors.New("config and prepare are the full build's (warmpod-gitlab), not the per-stage build's")
+
+// Config prints config_exec's JSON (KubePods.Config).
+func (d *Driver) Config() error {
+	if d.Pods == nil {
+		return ErrNoPods
+	}
+	return d.Pods.Config(d)
+}
+
+// Prepare gets a pod for the job and hands the job to it
+// (KubePods.Prepare). Errors are SystemErrors.
+func (d *Driver) Prepare(ctx context.Context) error {
+	if d.Pods == nil {
+		return &SystemError{Err: ErrNoPods}
+	}
+	return d.Pods.Prepare(ctx, d)
+}
+
+// session makes this call's calls on the job's pod: with the job's state
+// its execs go through the job's multiplexer when it answers.
+func (d *Driver) session(job Job, st *state) *session.Session {
+	cl := d.Cluster
+	if st != nil {
+		cl = d.Mux.Wrap(cl, d.muxKey(job), job.ID, st.Pod, d.Stdout)
+		d.muxed, _ = cl.(*mux.Cluster)
+	}
+	return &session.Session{Cluster: d.timed(cl), Log: d.Stdout, LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries}
+}
+
 // SystemError is a failure of the pod, the cluster or a stream: run and
 // prepare exit with $SYSTEM_FAILURE_EXIT_CODE on it.
 type SystemError = session.SystemError
 
 func sysErr(format string, a ...any) error { return session.Errorf(format, a...) }
-
-// core is the CI-neutral executor for this call; with a state (run,
-// cleanup) its execs go through the job's multiplexer when it answers.
-func (d *Driver) core(job Job, st *state) *executor.Core {
-	var cl session.Cluster = d.Cluster
-	var claims executor.Claims = d.Cluster
-	if st != nil {
-		cl = d.Mux.Wrap(cl, d.muxKey(job), job.ID, st.Pod, d.Stdout)
-		d.muxed, _ = cl.(*mux.Cluster)
-	}
-	return &executor.Core{
-		Session: session.Session{Cluster: d.timed(cl), Log: d.Stdout, LeaseTTL: d.Cfg.LeaseTTL, MaxStreamRetries: d.Cfg.MaxStreamRetries},
-		Claims:  d.timedClaims(claims), WarmWait: d.Cfg.WarmWait, ReadyTimeout: d.Cfg.ReadyTimeout, ResizeTimeout: d.Cfg.ResizeTimeout,
-		RBAC:      "deploy/gitlab-rbac.yaml",
-		NodesRBAC: "the driver's account needs get and list on nodes, the ClusterRole warmpod-gitlab-nodes of deploy/gitlab-rbac.yaml, bound to it in its namespace (the binding names the namespace: docs/guides/gitlab-runner.md#rbac-of-the-driver)",
-		Warn:      func(msg string) { fmt.Fprintf(d.Stdout, "warmpod: WARNING: %s\n", msg) }}
-}
 
 // configOutput is config_exec's JSON document (GitLab Runner's
 // executors/custom/api.ConfigExecOutput).
@@ -114,27 +130,6 @@ type configOutput struct {
 	BuildsDirIsShared bool              `json:"builds_dir_is_shared"`
 	Hostname          string            `json:"hostname,omitempty"`
 	Driver            map[string]string `json:"driver"`
-}
-
-// Config prints config_exec's JSON: builds and cache directories in the
-// pod (not shared: every job has a pod of its own), the pool's name as the
-// hostname, and the driver's name and version.
-func (d *Driver) Config() error {
-	out := configOutput{BuildsDir: d.Cfg.BuildsDir, CacheDir: d.Cfg.CacheDir,
-		Driver: map[string]string{"name": "warmpod", "version": d.Cfg.Version}}
-	if d.Cfg.Pools != nil {
-		p, warm := d.Cfg.Pools.ForImage(strings.TrimSpace(d.Env["CUSTOM_ENV_CI_JOB_IMAGE"]))
-		out.Hostname = "warmpod-" + p.Name
-		if !warm {
-			out.Hostname += "-cold"
-		}
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(d.Stdout, "%s\n", b)
-	return err
 }
 
 // state is what prepare leaves for run and cleanup.
@@ -202,59 +197,6 @@ func (d *Driver) saveState(job Job, s *state) error {
 	return os.Rename(f.Name(), d.statePath(job))
 }
 
-// Prepare gets a pod for the job and hands the job to it: a warm pod of
-// the job image's pool when one is Ready within WarmWait, else a cold pod
-// from the same template (or, for an image without a pool, from the
-// default pool's template with the job's image). It then runs `warmpod
-// job start` in the pod with the token on stdin (executor.Core.Acquire).
-// Errors are SystemErrors; any pod this call claimed or created is
-// deleted on failure.
-func (d *Driver) Prepare(ctx context.Context) error {
-	t0 := d.Now()
-	job, err := JobFromEnv(d.Env)
-	if err != nil {
-		return &SystemError{Err: err}
-	}
-	svcs, err := ServicesFromEnv(d.Env)
-	if err != nil {
-		return &SystemError{Err: err}
-	}
-	res, notes, err := Overwrites(d.Env, d.Cfg.Bounds)
-	if err != nil {
-		return &SystemError{Err: err}
-	}
-	// The job's multiplexer starts now and sets up while the pool is read
-	// and a pod claimed; it gets the pod when there is one.
-	early := d.Mux.Early(d.muxKey(job))
-	defer early.Close()
-	for _, n := range notes {
-		fmt.Fprintf(d.Stdout, "warmpod: %s\n", n)
-	}
-	vars, err := stagingVariables(d.Env, d.Cfg.BuildsDir)
-	if err != nil {
-		return &SystemError{Err: err}
-	}
-	c := d.core(job, nil)
-	c.Attach = d.timedAttach(early.Attacher(d.Cluster, job.ID, d.Stdout, d.Stdout))
-	prep, err := c.Prepare(ctx, executor.Request{Pools: d.Cfg.Pools, Image: job.Image, Sidecars: sidecars(svcs), Resources: res,
-		Check: func(p pool.Pool) error { return checkHelper(d.Env, p) },
-		Job:   executor.Job{ID: job.ID, Token: job.Token, Timeout: job.Timeout, Owner: d.owner(job), Variables: vars}})
-	if err != nil {
-		return err
-	}
-	pod := prep.Pod
-	if !prep.ResizeSent.IsZero() {
-		d.timing("resize", "", prep.ResizeSent, nil, prep.ResizeApplied)
-	}
-	if err := d.saveState(job, &state{Job: job.ID, Pod: pod}); err != nil {
-		c.DeletePod(ctx, pod)
-		d.Mux.Stop(d.muxKey(job), job.ID, pod, d.Stdout)
-		return sysErr("state file: %v", err)
-	}
-	d.timing("prepare", "", t0, nil, time.Time{})
-	return nil
-}
-
 // Run runs one stage: the script at path goes to the pod on the exec's
 // stdin, `warmpod job stage` runs it detached under the pod's PID 1 and
 // streams its output back, which goes to the trace. A broken stream is
@@ -293,7 +235,7 @@ func (d *Driver) Run(ctx context.Context, scriptPath, stage string, term <-chan 
 		case <-runDone:
 		}
 	}()
-	final, err := d.core(job, st).RunStage(ctx, st.Pod, job.ID, name, script, d.Stdout, d.Stderr, cancel)
+	final, err := d.session(job, st).RunStage(ctx, st.Pod, job.ID, name, script, d.Stdout, d.Stderr, cancel)
 	if err != nil {
 		return err
 	}
@@ -325,7 +267,7 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	// the core deletes it too, so it goes also when it cannot delete
 	// itself (no RoleBinding: a Deployment's pod would be restarted and
 	// linger, claimed, forever) or when job end failed.
-	d.core(job, st).End(ctx, pod, job.ID, d.owner(job))
+	d.session(job, st).End(ctx, pod, job.ID, d.owner(job))
 	// Without a state the pod is unknown: the multiplexer refuses the
 	// Shutdown, and ends with the job in the pod (its pod is deleted).
 	var muxPod poolapi.Pod

@@ -155,10 +155,13 @@ func newDriver(t *testing.T, fc *fakeCluster, env map[string]string) (*Driver, *
 		e[k] = v
 	}
 	var out, errb bytes.Buffer
-	d := &Driver{Cfg: Config{Pools: set, StateDir: t.TempDir(), BuildsDir: "/builds", CacheDir: "/cache", Version: "v1",
-		LeaseTTL: time.Minute, MaxStreamRetries: 3}, Cluster: fc, Env: e, Stdout: &out, Stderr: &errb, Now: time.Now}
+	d := &Driver{Cfg: Config{StateDir: t.TempDir(), BuildsDir: "/builds", CacheDir: "/cache", Version: "v1",
+		LeaseTTL: time.Minute, MaxStreamRetries: 3}, Cluster: fc, Pods: &KubePods{Cluster: fc, Pools: set}, Env: e, Stdout: &out, Stderr: &errb, Now: time.Now}
 	return d, &out, &errb
 }
+
+// kube is d's KubePods, for a test to set its pools and bounds.
+func kube(d *Driver) *KubePods { return d.Pods.(*KubePods) }
 
 func TestConfigJSON(t *testing.T) {
 	d, out, _ := newDriver(t, &fakeCluster{}, nil)

@@ -217,8 +217,8 @@ func resizeDriver(t *testing.T, fc *fakeCluster, env map[string]string) (*Driver
 	set, err := pool.Parse(strings.NewReader(servicePools))
 	require.NoError(t, err)
 	d, out, _ := newDriver(t, fc, env)
-	d.Cfg.Pools = set
-	d.Cfg.Bounds = Bounds{CPURequest: "2", MemoryLimit: "1Gi", EphemeralStorageLimit: "4Gi"}
+	kube(d).Pools = set
+	kube(d).Bounds = Bounds{CPURequest: "2", MemoryLimit: "1Gi", EphemeralStorageLimit: "4Gi"}
 	return d, out
 }
 
@@ -321,14 +321,14 @@ func TestPrepareReadsThePoolsFromTheCluster(t *testing.T) {
 	set.Warnings = []string{`Deployment "broken": no container runs warmpod`}
 	fc := &fakeCluster{pools: set, warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine-web"}}}
 	d, out, _ := newDriver(t, fc, map[string]string{"CUSTOM_ENV_CI_JOB_SERVICES": `[{"name":"nginx:1","alias":"web","entrypoint":null,"command":null,"variables":{"GREETING":"hi"}}]`})
-	d.Cfg.Pools = nil
+	kube(d).Pools = nil
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Contains(t, out.String(), "runs on warm pod w1 (pool alpine-web)")
 	assert.Contains(t, out.String(), `WARNING: not a usable pool: Deployment "broken"`)
 
 	fc = &fakeCluster{}
 	d, _, _ = newDriver(t, fc, nil)
-	d.Cfg.Pools = nil
+	kube(d).Pools = nil
 	err = d.Prepare(context.Background())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "read the pools from the cluster: no pools in this fake")

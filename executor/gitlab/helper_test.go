@@ -119,7 +119,7 @@ func TestPrepareRefusesArtifactsWithoutTheHelper(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 			d, out, _ := newDriver(t, fc, map[string]string{"JOB_RESPONSE_FILE": payloadFile(t, tc.payload)})
-			d.Cfg.Pools = &pool.Set{Pools: []pool.Pool{helperPool(t, "alpine:3.20", tc.inits, "{}")}}
+			kube(d).Pools = &pool.Set{Pools: []pool.Pool{helperPool(t, "alpine:3.20", tc.inits, "{}")}}
 			err := d.Prepare(context.Background())
 			if tc.err == "" {
 				require.NoError(t, err)
@@ -159,7 +159,7 @@ func TestPrepareStagesTheHelperOnTheBuildsVolume(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 			d, _, _ := newDriver(t, fc, map[string]string{"JOB_RESPONSE_FILE": payloadFile(t, tc.payload)})
-			d.Cfg.Pools = &pool.Set{Pools: []pool.Pool{helperPool(t, "alpine:3.20", helper, "{}")}}
+			kube(d).Pools = &pool.Set{Pools: []pool.Pool{helperPool(t, "alpine:3.20", helper, "{}")}}
 			require.NoError(t, d.Prepare(context.Background()))
 			require.NotEmpty(t, fc.stdins)
 			var spec map[string]any

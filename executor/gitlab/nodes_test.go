@@ -51,7 +51,7 @@ func TestPrepareRefusesARequestNoNodeCanHold(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}, nodes: tc.nodes, nodesErr: tc.nodesErr}
 			d, out := resizeDriver(t, fc, tc.env)
-			d.Cfg.Bounds.MemoryRequest = "2Gi"
+			kube(d).Bounds.MemoryRequest = "2Gi"
 			err := d.Prepare(context.Background())
 			assert.Equal(t, 1, fc.nodesAsked, "the nodes are read once")
 			if tc.note != "" {

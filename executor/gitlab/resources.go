@@ -1,3 +1,5 @@
+//go:build !percall
+
 package gitlab
 
 import (

@@ -6,10 +6,6 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/warmpod/warmpod/executor"
-	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -45,14 +41,6 @@ func (d *Driver) timed(cl session.Cluster) session.Cluster {
 	return &timedCluster{Cluster: cl, d: d}
 }
 
-// timedClaims is c with each claim a Span of d's timings.
-func (d *Driver) timedClaims(c executor.Claims) executor.Claims {
-	if d.Cfg.Timings == "" || c == nil {
-		return c
-	}
-	return &timedClaims{Claims: c, d: d}
-}
-
 // timedAttach wraps a Core's Attach: the multiplexer's handover is a
 // Span, and the job start through it is timed too.
 func (d *Driver) timedAttach(att func(poolapi.Pod) (session.Cluster, func(bool))) func(poolapi.Pod) (session.Cluster, func(bool)) {
@@ -73,22 +61,6 @@ type timedCluster struct {
 	d *Driver
 }
 
-// timedClaims records each claim as a Span of its driver.
-type timedClaims struct {
-	executor.Claims
-	d *Driver
-}
-
-func (t *timedClaims) ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
-	defer t.d.Span("claim warm (list idle pods, patch)", t.d.Now())
-	return t.Claims.ClaimWarm(ctx, p, owner, wait, fit)
-}
-
-func (t *timedClaims) CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error) {
-	defer t.d.Span("create cold pod, wait Ready", t.d.Now())
-	return t.Claims.CreateCold(ctx, p, owner, why, timeout)
-}
-
 func (t *timedCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	name := "exec"
 	if len(argv) >= 3 {
@@ -106,9 +78,4 @@ func (t *timedCluster) Delete(ctx context.Context, p poolapi.Pod) error {
 func (t *timedCluster) PodsOfJob(ctx context.Context, owner poolapi.Owner) ([]poolapi.Pod, error) {
 	defer t.d.Span("list pods of job", t.d.Now())
 	return t.Cluster.PodsOfJob(ctx, owner)
-}
-
-func (t *timedClaims) Pools(ctx context.Context) (*pool.Set, error) {
-	defer t.d.Span("read pools", t.d.Now())
-	return t.Claims.Pools(ctx)
 }

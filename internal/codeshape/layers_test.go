@@ -179,9 +179,9 @@ func walkImports(imports map[string][]string, start string, visit func(pkg, imp 
 // Actions step) runs on: none of them may reach client-go or the
 // Kubernetes API types, whose package initialisation alone costs a
 // process start tens of milliseconds (issue 40).
-var PerCall = []string{"executor/session", "executor/mux", "executor/podexec", "executor/github", "cmd/warmpod-github"}
+var PerCall = []string{"executor/session", "executor/mux", "executor/podexec", "executor/github", "cmd/warmpod-github", "executor/gitlab", "cmd/warmpod-gitlab"}
 
-// inPerCallBuild tells whether f is compiled into the per-step build
+// inPerCallBuild tells whether f is compiled into the per-call builds
 // (`go build -tags percall`): its //go:build line, if any, holds with the
 // percall tag set (and linux/amd64, as `make build` builds).
 func inPerCallBuild(f goFile) bool {
