@@ -7,6 +7,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/github"
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/podexec"
@@ -20,7 +21,7 @@ import (
 // kubePods is the hook's Pods: prepare_job and run_container_step on
 // the cluster, with the pool manifest of --pools when set.
 func kubePods(kubeconfig, namespace, poolsFile string) (github.Pods, error) {
-	pods := &github.KubePods{Connect: func() (github.Cluster, error) {
+	pods := &github.KubePods{Connect: func() (executor.Cluster, error) {
 		return pool.Connect(kubeconfig, namespace, "warmpod-github/"+version)
 	}}
 	if poolsFile != "" {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -186,7 +187,7 @@ func TestWhichCommandsReadThePools(t *testing.T) {
 			kp := h.Pods.(*KubePods)
 			kp.Cluster = nil
 			connects := 0
-			kp.Connect = func() (Cluster, error) { connects++; return f, nil }
+			kp.Connect = func() (executor.Cluster, error) { connects++; return f, nil }
 			if !tc.file {
 				kp.Pools = nil
 			}

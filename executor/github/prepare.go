@@ -26,9 +26,9 @@ import (
 // warmpod-github.
 type KubePods struct {
 	// Cluster claims, creates and reaches pods; nil: Connect makes it.
-	Cluster Cluster
+	Cluster executor.Cluster
 	// Connect makes Cluster, once the input has been read and checked.
-	Connect func() (Cluster, error)
+	Connect func() (executor.Cluster, error)
 	// Pools is the pool manifest of --pools; nil: the pools are read from
 	// the cluster (Cluster.Pools), once per command, as warmpod-gitlab
 	// does. A job container's image picks its pool.
@@ -49,10 +49,6 @@ func (k *KubePods) connect(h *Hook) error {
 	k.Cluster = cl
 	return nil
 }
-
-// Cluster is what KubePods needs of Kubernetes: the executor core's
-// (*pool.Cluster is the real one).
-type Cluster = executor.Cluster
 
 // core is the CI-neutral executor for this command: its claims are
 // Cluster's; with the job's state its execs into the job's pod go

@@ -1,8 +1,9 @@
 // Package gitlab is GitLab Runner's Custom executor on warm pods: the four
 // programs the runner calls (config, prepare, run SCRIPT STAGE, cleanup)
-// as one [Driver] over a small [Cluster] interface. The real Cluster
-// (package pool) talks to the Kubernetes API with client-go; tests use a
-// fake. The in-pod side is the warmpod binary's job protocol: job start,
+// as one [Driver]: run and cleanup over a session.Cluster (the job's
+// multiplexer, else a direct client), config and prepare through
+// [KubePods] over an executor.Cluster (package pool's client-go one; tests
+// use a fake). The in-pod side is the warmpod binary's job protocol: job start,
 // job stage (one exec per stage), job cancel --stage, job end.
 //
 // The contract with the runner, as GitLab documents it for the Custom

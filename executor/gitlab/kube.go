@@ -17,15 +17,11 @@ import (
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// Cluster is what the driver needs of Kubernetes: the executor core's
-// (*pool.Cluster is the real one).
-type Cluster = executor.Cluster
-
 // KubePods carries out config and prepare on client-go: Driver.Pods of
 // the full warmpod-gitlab.
 type KubePods struct {
 	// Cluster claims, creates and reaches pods.
-	Cluster Cluster
+	Cluster executor.Cluster
 	// Pools is the pool manifest of --pools; nil: prepare reads the pools
 	// from the cluster (Cluster.Pools), their live templates and hashes.
 	Pools *pool.Set
