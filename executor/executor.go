@@ -135,7 +135,7 @@ const maxLease = 168 * time.Hour
 // claimed or created is deleted on failure.
 func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (poolapi.Pod, error) {
 	p, warm := pl.pool, pl.warm
-	released := false
+	released := pl.released
 	began := time.Now()
 	for attempt := 0; attempt < 5; attempt++ {
 		var pod *poolapi.Pod
@@ -197,6 +197,7 @@ func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (po
 		}
 		release(false)
 		c.DeletePod(ctx, *pod)
+		out.ResizeSent, out.ResizeApplied = time.Time{}, time.Time{}
 		if err != nil && forbidden(err) {
 			// Every pod would be refused the same way: stop here rather
 			// than burn the pool.

@@ -60,7 +60,8 @@ type Prepared struct {
 	Own bool
 	// ResizeSent and ResizeApplied are when the claim sent an in-place
 	// resize of Pod and when the kubelet had applied it; zero when Pod
-	// was not resized.
+	// was not resized (also when a resized pod then refused the job and
+	// Pod is another).
 	ResizeSent, ResizeApplied time.Time
 }
 
@@ -78,6 +79,9 @@ type plan struct {
 	// unchecked says why the nodes could not be checked ("" when a node
 	// was seen that fits the job's pod).
 	unchecked string
+	// released: the job has a pool of its own whose warm pods cannot
+	// have what it asks (the cold pod is annotated so: ColdReleased).
+	released bool
 }
 
 // Prepare gets a pod for r.Job and hands the job to it, the one
@@ -107,7 +111,7 @@ func (c *Core) Prepare(ctx context.Context, r Request) (Prepared, error) {
 		}
 	}
 	if own && p.Stale() {
-		c.warn("%s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let warmpod read the pools from the cluster (no --pools)", poolapi.LabelConfig, p.FileHash, p.Hash)
+		c.warn("%s=%q in the pool manifest, but its template hashes to %q: pods made from it are never claimed warm; put the hash in the manifest (warmpod-gitlab --pools FILE pool-hash) and apply it, or let warmpod read the pools from the cluster (no --pools; the pool's warmpod reads WARMPOD_CONFIG_HASH from metadata.labels['pod-template-hash'], as deploy/pool.yaml and deploy/github-pool.yaml do)", poolapi.LabelConfig, p.FileHash, p.Hash)
 	}
 	if _, imageOwn := set.ForImage(r.Image); imageOwn && !own {
 		fmt.Fprintf(c.Log, "warmpod: the pool of image %s runs other services than the job's: a cold pod with the job's services\n", r.Image)
@@ -154,9 +158,22 @@ func (c *Core) fit(ctx context.Context, pl plan, res *corev1.ResourceRequirement
 	p := pl.pool
 	var have corev1.ResourceRequirements
 	if bc := p.BuildContainer(&p.Template); bc != nil {
-		have = bc.Resources
+		// As the API server stores it: a limit without a request is
+		// requested at the limit (so a template of limits only is
+		// Guaranteed, and stays so when capped).
+		have = *bc.Resources.DeepCopy()
+		have.Requests = pool.EffectiveRequests(have)
+		if len(have.Requests) == 0 {
+			have.Requests = nil
+		}
 	}
 	want := capped(merged(have, res), caps)
+	// Written out as the API server would default it: the cold pod's
+	// template, the resize and the node check all see the request a cap
+	// without one gets.
+	if r := pool.EffectiveRequests(want); len(r) > 0 {
+		want.Requests = r
+	}
 	if err := requestsWithinLimits(want); err != nil {
 		return pl, &session.SystemError{Err: fmt.Errorf("the job's resources with the pool's (%s): %w", Describe(want), err)}
 	}
@@ -175,6 +192,9 @@ func (c *Core) fit(ctx context.Context, pl plan, res *corev1.ResourceRequirement
 	case needCold:
 		if pl.warm {
 			fmt.Fprintf(c.Log, "warmpod: the job asks for %s; ephemeral storage cannot change on a running pod: creating a cold pod\n", Describe(want))
+			// A pool of the job's own that cannot have it warm: the
+			// cold pod's reason is "released", not "no pool".
+			pl.released = true
 		}
 		pl.warm = false
 	case inPlace && pl.warm:

@@ -55,7 +55,7 @@ func kubePods(o options, connect bool) (gitlab.Pods, string, error) {
 
 // poolHash prints each pool of the manifest with its warmpod.dev/config
 // label value.
-func poolHash(manifest string) int {
+func poolHash(manifest string, codes gitlab.ExitCodes) int {
 	if manifest == "" {
 		fmt.Fprintln(os.Stderr, "warmpod-gitlab: pool-hash needs --pools")
 		return 2
@@ -63,7 +63,7 @@ func poolHash(manifest string) int {
 	set, err := pool.Load(manifest)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "warmpod-gitlab:", err)
-		return 1
+		return codes.SystemFailure
 	}
 	for _, p := range set.Pools {
 		fmt.Printf("%s\t%s=%s\n", p.Name, poolapi.LabelConfig, p.Hash)
@@ -78,7 +78,7 @@ func directCluster(o options) session.Cluster {
 }
 
 // handOver: the full build carries out every command itself.
-func handOver(options) (int, bool) { return 0, false }
+func handOver(options, gitlab.ExitCodes) (int, bool) { return 0, false }
 
 // muxMain runs a job's multiplexer.
 func muxMain(args []string, kubeconfig, namespace string) int {

@@ -51,7 +51,7 @@ func run(args []string) int {
 		fmt.Println(buildName, version)
 		return 0
 	}
-	if code, handed := handOver(o); handed {
+	if code, handed := handOver(o, codes); handed {
 		return code
 	}
 	if o.cmd == "install" && len(o.rest) == 1 {
@@ -189,7 +189,7 @@ func (o options) dispatch(d *gitlab.Driver, codes gitlab.ExitCodes) int {
 		d.Pods = pods
 		return gitlab.ExitCode(d.Config(), codes, os.Stderr)
 	case cmd == "pool-hash" && len(rest) == 0:
-		return poolHash(o.pools)
+		return poolHash(o.pools, codes)
 	case cmd == "mux":
 		// The job's multiplexer, started by prepare (package mux).
 		return muxMain(rest, o.kubeconfig, o.namespace)

@@ -37,14 +37,14 @@ func full() string {
 // handOver execs the full build, with this process's arguments and
 // environment, for any command but run, and for run without the job's
 // multiplexer (each of its calls would go direct). It returns only when
-// the exec failed.
-func handOver(o options) (int, bool) {
+// the exec failed: a system failure, as the driver's own.
+func handOver(o options, codes gitlab.ExitCodes) (int, bool) {
 	if o.cmd == "run" && o.useMux {
 		return 0, false
 	}
 	err := syscall.Exec(full(), append([]string{full()}, os.Args[1:]...), os.Environ())
 	fmt.Fprintf(os.Stderr, "warmpod-gitlab-run: %s is the full build's (%s, which must sit beside warmpod-gitlab-run): %v\n", o.cmd, full(), err)
-	return 1, true
+	return codes.SystemFailure, true
 }
 
 // directCluster reaches the job's pod through a child of the full build
@@ -60,7 +60,7 @@ func directCluster(o options) session.Cluster {
 var errFull = errors.New("the full build's (warmpod-gitlab)")
 
 func kubePods(options, bool) (gitlab.Pods, string, error) { return nil, "", errFull }
-func poolHash(string) int                                 { return 2 }
+func poolHash(string, gitlab.ExitCodes) int               { return 2 }
 func muxMain([]string, string, string) int                { return 2 }
 func podExec(string, string) int                          { return 2 }
 func install(string) ([]string, error)                    { return nil, errFull }

@@ -66,6 +66,6 @@ func TestPerStageBuild(t *testing.T) {
 	// with a message that says what is missing.
 	require.NoError(t, os.Remove(filepath.Join(dir, "warmpod-gitlab")))
 	out, code = run("config")
-	assert.Equal(t, 1, code, out)
+	assert.Equal(t, 3, code, out, "$SYSTEM_FAILURE_EXIT_CODE")
 	assert.Contains(t, out, "which must sit beside warmpod-gitlab-run")
 }

@@ -56,7 +56,7 @@ func (k *KubePods) connect(h *Hook) error {
 func (k *KubePods) core(h *Hook, st *State) *executor.Core {
 	return &executor.Core{Session: *h.session(k.Cluster, st), Claims: k.Cluster, WarmWait: h.Cfg.WarmWait, ReadyTimeout: h.Cfg.ReadyTimeout,
 		ResizeTimeout: h.Cfg.ResizeTimeout, RBAC: "deploy/github-rbac.yaml",
-		NodesRBAC: "the hook's account needs get and list on nodes, the ClusterRole warmpod-github-nodes of deploy/github-rbac.yaml (or the chart's github.rbac), bound to it",
+		NodesRBAC: "the hook's account needs get and list on nodes, the ClusterRole warmpod-github-nodes of deploy/github-rbac.yaml bound to it in its namespace (the chart's github.nodeReader makes one)",
 		Warn:      func(msg string) { fmt.Fprintf(warningWriter{h.Stderr}, "warmpod: %s\n", msg) }}
 }
 

@@ -32,26 +32,32 @@ const jobContainerExtension = "$job"
 // few KiB; a larger file is a wrong path, not a template.
 const maxExtension = 1 << 20
 
-// readExtension reads the pod template extension at path. Errors name
-// the file: unreadable, larger than 1 MiB, or not a pod template (YAML
-// or JSON; an unknown field is refused, as kubectl refuses it, so that a
-// misspelt "resources" is not silently a job without them).
-func readExtension(path string) (*corev1.PodTemplateSpec, error) {
+// readExtension reads the pod template extension at path (YAML or
+// JSON). A field the pod template types do not have (a misspelt
+// "resources", or a field of a newer Kubernetes) is left out with a
+// note, since warmpod uses the "$job" container's resources only and
+// the upstream hook's file may hold more. Errors name the file:
+// unreadable, larger than 1 MiB, or not a pod template.
+func readExtension(path string) (*corev1.PodTemplateSpec, []string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInput, TemplateEnv, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrInput, TemplateEnv, err)
 	}
 	defer f.Close()
 	b := make([]byte, maxExtension+1)
 	n, _ := io.ReadFull(f, b)
 	if n > maxExtension {
-		return nil, fmt.Errorf("%w: %s=%s: larger than %d bytes: not a pod template", ErrInput, TemplateEnv, path, maxExtension)
+		return nil, nil, fmt.Errorf("%w: %s=%s: larger than %d bytes: not a pod template", ErrInput, TemplateEnv, path, maxExtension)
 	}
 	var t corev1.PodTemplateSpec
-	if err := yaml.UnmarshalStrict(b[:n], &t); err != nil {
-		return nil, fmt.Errorf("%w: %s=%s: not a pod template: %v", ErrInput, TemplateEnv, path, err)
+	if err := yaml.Unmarshal(b[:n], &t); err != nil {
+		return nil, nil, fmt.Errorf("%w: %s=%s: not a pod template: %v", ErrInput, TemplateEnv, path, err)
 	}
-	return &t, nil
+	var notes []string
+	if err := yaml.UnmarshalStrict(b[:n], &corev1.PodTemplateSpec{}); err != nil {
+		notes = append(notes, fmt.Sprintf("the pod template extension %s=%s: %v: left out", TemplateEnv, path, err))
+	}
+	return &t, notes, nil
 }
 
 // extensionResources are the resources the extension gives the job
@@ -115,11 +121,12 @@ func jobResources(env map[string]string, options *string) (*corev1.ResourceRequi
 	var res *corev1.ResourceRequirements
 	var notes []string
 	if path := env[TemplateEnv]; path != "" {
-		t, err := readExtension(path)
+		t, unknown, err := readExtension(path)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		res, notes = extensionResources(t)
+		notes = append(unknown, notes...)
 	}
 	if options == nil || strings.TrimSpace(*options) == "" {
 		return res, nil, notes, nil
@@ -197,6 +204,13 @@ func optionsResources(options string) (requests, caps corev1.ResourceList, notes
 			requests = put(requests, corev1.ResourceMemory, q)
 		}
 	}
+	if r, ok := requests[corev1.ResourceMemory]; ok {
+		if m, ok := caps[corev1.ResourceMemory]; ok && r.Cmp(m) > 0 {
+			// Docker refuses it too ("Minimum memory limit can not be
+			// less than memory reservation limit").
+			return nil, nil, nil, fmt.Errorf("%w: container.options: --memory-reservation %s is above --memory %s", ErrInput, r.String(), m.String())
+		}
+	}
 	if len(ignored) > 0 {
 		slices.Sort(ignored)
 		notes = append(notes, fmt.Sprintf("container.options %s left out: warmpod takes only --cpus, --memory (-m) and --memory-reservation from them; the rest of a pod is its pool's template", strings.Join(slices.Compact(ignored), " ")))
@@ -233,26 +247,29 @@ func dockerCPUs(v string) (resource.Quantity, error) {
 	return *resource.NewMilliQuantity(m, resource.DecimalSI), nil
 }
 
-// dockerBytes is a Docker memory size as a quantity: a decimal number
-// with an optional unit b, k, m, g, t or p (either case, an optional
-// trailing b: "512mb"), each 1024 times the last, as Docker's
-// RAMInBytes reads it. Errors: not a size; under 6 MiB (Docker's least
-// --memory); more than 1 PiB.
+// dockerBytes is a Docker memory size as a quantity, as Docker's
+// RAMInBytes reads it: a decimal number, an optional blank, and an
+// optional unit k, m, g, t or p (either case, each 1024 times the last),
+// which may be followed by i and b ("512m", "2Gi", "1GiB", "100b").
+// Errors: not a size; under 6 MiB (Docker's least --memory); more than
+// 1 PiB.
 func dockerBytes(v string) (resource.Quantity, error) {
-	s := strings.ToLower(strings.TrimSpace(v))
+	s := strings.ToLower(v)
 	i := strings.IndexFunc(s, func(r rune) bool { return !unicode.IsDigit(r) && r != '.' })
 	num, unit := s, ""
 	if i >= 0 {
-		num, unit = s[:i], s[i:]
+		num, unit = s[:i], strings.TrimPrefix(s[i:], " ")
 	}
 	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || num == "" {
-		return resource.Quantity{}, fmt.Errorf("not a size (a number with b, k, m, g or t)")
+	if err != nil || num == "" || math.IsNaN(f) {
+		return resource.Quantity{}, fmt.Errorf("not a size (a number with k, m, g or t)")
 	}
-	shift := map[string]uint{"": 0, "b": 0, "k": 10, "kb": 10, "m": 20, "mb": 20, "g": 30, "gb": 30, "t": 40, "tb": 40, "p": 50, "pb": 50}
+	unit = strings.TrimSuffix(unit, "b")
+	unit = strings.TrimSuffix(unit, "i")
+	shift := map[string]uint{"": 0, "k": 10, "m": 20, "g": 30, "t": 40, "p": 50}
 	sh, ok := shift[unit]
 	if !ok {
-		return resource.Quantity{}, fmt.Errorf("unit %q: not b, k, m, g, t or p", unit)
+		return resource.Quantity{}, fmt.Errorf("unit %q: not k, m, g, t or p", strings.TrimPrefix(s[i:], " "))
 	}
 	bytes := f * float64(uint64(1)<<sh)
 	switch {

@@ -66,7 +66,7 @@ func (k *KubePods) Config(d *Driver) error {
 // the job image's pool when one is Ready within WarmWait, else a cold pod
 // from the same template (or, for an image without a pool, from the
 // default pool's template with the job's image). It then runs `warmpod
-// job start` in the pod with the token on stdin (executor.Core.Acquire).
+// job start` in the pod with the token on stdin (executor.Core.Prepare).
 // Errors are SystemErrors; any pod this call claimed or created is
 // deleted on failure.
 func (k *KubePods) Prepare(ctx context.Context, d *Driver) error {

@@ -50,11 +50,19 @@ func (k *Cluster) Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]Node,
 // resource, as Kubernetes computes it: the sum of its containers and of
 // its sidecars (init containers with restartPolicy Always), or, when
 // larger, an init container's request plus the sidecars started before
-// it. Pod overhead (a RuntimeClass's) is not in a template and not
+// it; a container's limit is its request where it sets none
+// (EffectiveRequests). Pod overhead (a RuntimeClass's) is not in a template and not
 // counted.
 func PodRequests(spec *corev1.PodSpec) corev1.ResourceList {
 	out := corev1.ResourceList{}
-	add := func(dst, src corev1.ResourceList) {
+	add := func(dst corev1.ResourceList, r corev1.ResourceRequirements) {
+		for n, q := range EffectiveRequests(r) {
+			sum := dst[n]
+			sum.Add(q)
+			dst[n] = sum
+		}
+	}
+	addList := func(dst, src corev1.ResourceList) {
 		for n, q := range src {
 			sum := dst[n]
 			sum.Add(q)
@@ -62,29 +70,43 @@ func PodRequests(spec *corev1.PodSpec) corev1.ResourceList {
 		}
 	}
 	for _, c := range spec.Containers {
-		add(out, c.Resources.Requests)
+		add(out, c.Resources)
 	}
 	sidecars := corev1.ResourceList{}
 	initMax := corev1.ResourceList{}
 	for _, c := range spec.InitContainers {
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			add(sidecars, c.Resources.Requests)
+			add(sidecars, c.Resources)
 			continue
 		}
 		each := corev1.ResourceList{}
-		add(each, sidecars)
-		add(each, c.Resources.Requests)
+		addList(each, sidecars)
+		add(each, c.Resources)
 		for n, q := range each {
 			if cur, ok := initMax[n]; !ok || q.Cmp(cur) > 0 {
 				initMax[n] = q
 			}
 		}
 	}
-	add(out, sidecars)
+	addList(out, sidecars)
 	for n, q := range initMax {
 		if cur, ok := out[n]; !ok || q.Cmp(cur) > 0 {
 			out[n] = q
 		}
+	}
+	return out
+}
+
+// EffectiveRequests are r's requests as the API server stores them: a
+// resource with a limit and no request is requested at its limit
+// (Kubernetes' defaulting of a container's resources).
+func EffectiveRequests(r corev1.ResourceRequirements) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for n, q := range r.Limits {
+		out[n] = q
+	}
+	for n, q := range r.Requests {
+		out[n] = q
 	}
 	return out
 }

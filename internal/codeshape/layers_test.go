@@ -33,6 +33,7 @@ var Layers = []struct {
 	{"a job's calls on its pod", []string{"executor/session"}},
 	{"a job's exec stream, and a call through a child", []string{"executor/mux", "executor/podexec"}},
 	{"Kubernetes side of a pool", []string{"executor/pool"}},
+	{"the fake of it, for the executor side's tests", []string{"executor/fake"}},
 	{"PID 1", []string{"supervisor"}},
 	{"executor core", []string{"executor"}},
 	{"drivers and pool controller", []string{"executor/github", "executor/gitlab", "pools"}},

@@ -1,0 +1,91 @@
+package executor
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/warmpod/warmpod/executor/fake"
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/executor/session"
+	"github.com/warmpod/warmpod/poolapi"
+)
+
+// TestPrepareFitsAsTheAPIServerStoresIt: a job's resources are put over
+// the pool container's as the API server stores them (a limit without a
+// request is requested at the limit), so a template of limits only stays
+// Guaranteed when capped, a cap without a request is checked against the
+// nodes at the request it will get, and a change that cannot be made in
+// place sends the job to a cold pod with the reason "released".
+func TestPrepareFitsAsTheAPIServerStoresIt(t *testing.T) {
+	rl := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	node := pool.Node{Name: "n1", Allocatable: rl("cpu", "4", "memory", "8Gi", "ephemeral-storage", "100Gi")}
+	for _, tc := range []struct {
+		name    string
+		pool    corev1.ResourceRequirements
+		res     *corev1.ResourceRequirements
+		caps    corev1.ResourceList
+		resized string // the resize the claim sent ("": none)
+		cold    string // the cold pod's resources ("": no cold pod)
+		why     poolapi.ColdReason
+		err     string
+	}{
+		{name: "limits only: Guaranteed, and stays so", pool: corev1.ResourceRequirements{Limits: rl("cpu", "1", "memory", "1Gi")}, caps: rl("cpu", "2"),
+			resized: "requests cpu=2 memory=1Gi, limits cpu=2 memory=1Gi"},
+		{name: "no resources: a cap is requested at the cap, and no node has it", caps: rl("memory", "64Gi"),
+			err: "the job's pod would request memory=64Gi, more than any node of pool p can allocate (n1: memory=8Gi)"},
+		{name: "no resources: a cap a node has", caps: rl("memory", "1Gi"), resized: "requests memory=1Gi, limits memory=1Gi"},
+		{name: "ephemeral storage: a cold pod, released", pool: corev1.ResourceRequirements{Requests: rl("cpu", "100m")},
+			res: &corev1.ResourceRequirements{Requests: rl("ephemeral-storage", "10Gi")}, cold: "requests cpu=100m ephemeral-storage=10Gi", why: poolapi.ColdReleased},
+		{name: "a request above its limit", pool: corev1.ResourceRequirements{Limits: rl("memory", "1Gi")},
+			res: &corev1.ResourceRequirements{Requests: rl("memory", "2Gi")}, err: "the memory request 2Gi is above its limit 1Gi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fake.Cluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "p"}}, NodeList: []pool.Node{node}}
+			var log strings.Builder
+			c := &Core{Session: session.Session{Cluster: f, Log: &log}, Claims: f}
+			set := &pool.Set{Pools: []pool.Pool{{Name: "p", Image: "alpine", Container: "build",
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine", Resources: tc.pool}}}}}}}
+			prep, err := c.Prepare(context.Background(), Request{Pools: set, Image: "alpine", Resources: tc.res, Caps: tc.caps, Job: Job{ID: "1"}})
+			if tc.err != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tc.err)
+				assert.Equal(t, 1, f.Left(), "nothing claimed")
+				assert.Empty(t, f.Colds(), "nothing created")
+				return
+			}
+			require.NoError(t, err, log.String())
+			var resized []string
+			for _, r := range f.Resized() {
+				resized = append(resized, Describe(r.Want))
+			}
+			if tc.resized == "" {
+				assert.Empty(t, resized)
+			} else {
+				assert.Equal(t, []string{tc.resized}, resized)
+				assert.Equal(t, "w1", prep.Pod.Name)
+				assert.False(t, prep.ResizeSent.IsZero())
+			}
+			if tc.cold == "" {
+				assert.Empty(t, f.Colds())
+				return
+			}
+			require.Len(t, f.Colds(), 1)
+			cp := f.Colds()[0]
+			assert.Equal(t, tc.cold, Describe(cp.BuildContainer(&cp.Template).Resources))
+			assert.Equal(t, []poolapi.ColdReason{tc.why}, f.ColdReasons())
+			assert.NotContains(t, log.String(), "no pool runs image")
+		})
+	}
+}
