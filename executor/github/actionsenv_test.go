@@ -53,8 +53,8 @@ func TestPrepareJobSetsGitHubActionsAndCI(t *testing.T) {
 	require.Equal(t, 0, code)
 	require.Len(t, f.starts, 1)
 	assert.Equal(t, []control.JobVariable{{Key: "CI", Value: "no"}, {Key: "GITHUB_ACTIONS", Value: "true"}}, f.starts[0].Variables)
-	require.Len(t, f.colds, 1)
-	cs := f.colds[0].Template.Spec.Containers
+	require.Len(t, f.Colds(), 1)
+	cs := f.Colds()[0].Template.Spec.Containers
 	require.Len(t, cs, 2)
 	assert.Equal(t, []corev1.EnvVar{{Name: "CI", Value: "true"}, {Name: "GITHUB_ACTIONS", Value: "true"}}, cs[1].Env)
 }

@@ -18,26 +18,23 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/executor/fake"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// fakeCluster plays the pod: job start, job put (the digest checked), the
+// fakeCluster is the executor side's fake Kubernetes (package fake)
+// whose pod it plays: job start, job put (the digest checked), the
 // unpack, job stage (runs nothing: answers with output and an exit code),
 // the file commands' way back, job end.
 type fakeCluster struct {
+	fake.Cluster
 	mu       sync.Mutex
-	warm     []poolapi.Pod
-	colds    []pool.Pool
-	deleted  []string
-	execs    [][]string
 	starts   []control.JobSpec
 	scripts  []string
 	puts     map[string][]byte // path → content
@@ -45,91 +42,37 @@ type fakeCluster struct {
 	stepCode int
 	// breakPut makes the first n puts fail with a broken stream.
 	breakPut int
-	listed   []poolapi.Owner
-	// kube, when set, answers Pools and ClaimWarm as the real cluster
-	// code does over a fake clientset; poolReads counts the Pools calls.
-	kube      *pool.Cluster
-	poolReads int
-	// nodes answer Nodes; resized records the claims' resizes and
-	// resizeErr is AwaitResize's answer.
-	nodes     []pool.Node
-	resized   []corev1.ResourceRequirements
-	resizeErr error
 }
 
-func (f *fakeCluster) Nodes(context.Context, *corev1.PodTemplateSpec) ([]pool.Node, error) {
-	return f.nodes, nil
-}
-
-func (f *fakeCluster) AwaitResize(_ context.Context, p poolapi.Pod, _ time.Duration, _ pool.Execer) error {
-	if p.Resize == nil {
-		return nil
+// argvs are f's execs' argv, in order.
+func argvs(f *fakeCluster) [][]string {
+	var out [][]string
+	for _, e := range f.Execs() {
+		out = append(out, e.Argv)
 	}
-	return f.resizeErr
+	return out
 }
 
-func (f *fakeCluster) Pools(ctx context.Context) (*pool.Set, error) {
-	f.mu.Lock()
-	f.poolReads++
-	f.mu.Unlock()
-	if f.kube == nil {
-		return nil, errors.New("no pools in this fake")
-	}
-	return f.kube.Pools(ctx)
-}
-
-func (f *fakeCluster) ClaimWarm(ctx context.Context, p pool.Pool, o poolapi.Owner, wait time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
-	if f.kube != nil {
-		return f.kube.ClaimWarm(ctx, p, o, wait, fit)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.warm) == 0 {
-		return nil, nil
-	}
-	pod := f.warm[0]
-	f.warm = f.warm[1:]
-	if fit != nil {
-		f.resized = append(f.resized, *fit)
-		pod.Resize = &pool.Resizing{Want: *fit, Sent: time.Now()}
-	}
-	return &pod, nil
-}
-
-func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ poolapi.Owner, _ pool.Cold, _ time.Duration) (poolapi.Pod, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.colds = append(f.colds, p)
-	return poolapi.Pod{Name: fmt.Sprintf("cold-%d", len(f.colds)), UID: "u-cold", Bin: "/warmpod/warmpod", Hash: p.Hash, Pool: p.Name}, nil
-}
-
-func (f *fakeCluster) Delete(_ context.Context, p poolapi.Pod) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.deleted = append(f.deleted, p.Name)
-	return nil
-}
-
-func (f *fakeCluster) PodsOfJob(_ context.Context, o poolapi.Owner) ([]poolapi.Pod, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.listed = append(f.listed, o)
+// PodsOfJob: a runner's sweep (no job) finds a pod left over.
+func (f *fakeCluster) PodsOfJob(ctx context.Context, o poolapi.Owner) ([]poolapi.Pod, error) {
+	_, _ = f.Cluster.PodsOfJob(ctx, o) // recorded
 	if o.Job == "" && o.Runner != "" {
 		return []poolapi.Pod{{Name: "leftover", UID: "u-left"}}, nil
 	}
 	return nil, nil
 }
 
-func (f *fakeCluster) Exec(_ context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+// Exec is recorded by the fake and answered as the pod would.
+func (f *fakeCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	var in []byte
 	if h, ok := stdin.(interface{ Held() []byte }); ok {
 		in = h.Held()
 	} else if stdin != nil {
 		in, _ = io.ReadAll(stdin)
 	}
+	_, _ = f.Cluster.Exec(ctx, p, argv, bytes.NewReader(in), io.Discard, io.Discard) // recorded
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.execs = append(f.execs, argv)
 	switch {
 	case len(argv) > 2 && argv[1] == "job" && argv[2] == "start":
 		var s control.JobSpec
@@ -271,7 +214,7 @@ func (r *runner) call(h *Hook, cmd string, args any, state json.RawMessage, canc
 func TestPrepareJobClaimsAWarmPodAndBringsWorkIn(t *testing.T) {
 	r := newRunner(t)
 	r.write("repo/repo/big.bin", strings.Repeat("x", 5000)) // several 1 KiB pieces
-	f := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}, breakPut: 1}
+	f := &fakeCluster{Cluster: fake.Cluster{Warm: []poolapi.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}}, breakPut: 1}
 	h, out, errb := r.hook(f)
 	code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: "localhost/hooks/job:v1",
 		EnvironmentVariables: map[string]string{"HOME": "/github/home", "CONTAINER_LEVEL": "from-container-env-9f", "bad-name": "y"}, PortMappings: []string{"8080"}},
@@ -290,7 +233,7 @@ func TestPrepareJobClaimsAWarmPodAndBringsWorkIn(t *testing.T) {
 		{Key: "GITHUB_ACTIONS", Value: "true"}, {Key: "HOME", Value: "/github/home"}}, f.starts[0].Variables,
 		"the container's environment on job start's stdin with GITHUB_ACTIONS and CI, a name warmpod cannot export left out")
 	assert.Contains(t, errb.String(), `"bad-name" is not a POSIX name`)
-	for _, a := range f.execs {
+	for _, a := range argvs(f) {
 		assert.NotContains(t, strings.Join(a, " "), "from-container-env-9f", "no variable in argv")
 	}
 	// The pieces put together are the archive of what the pod needs.
@@ -300,7 +243,7 @@ func TestPrepareJobClaimsAWarmPodAndBringsWorkIn(t *testing.T) {
 	}
 	slices.Sort(names)
 	require.Greater(t, len(names), 4, "5 KiB in 1 KiB pieces")
-	assert.Len(t, f.execs, 1+len(names)+1, "job start, a put per piece (the last one unpacks them all), the piece sent again")
+	assert.Len(t, argvs(f), 1+len(names)+1, "job start, a put per piece (the last one unpacks them all), the piece sent again")
 	var archive []byte
 	for _, n := range names {
 		archive = append(archive, f.puts[n]...)
@@ -318,15 +261,15 @@ func TestPrepareJobClaimsAWarmPodAndBringsWorkIn(t *testing.T) {
 
 func TestPrepareJobWithServicesNoPoolHasIsCold(t *testing.T) {
 	r := newRunner(t)
-	f := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true}}}
+	f := &fakeCluster{Cluster: fake.Cluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true}}}}
 	h, _, _ := r.hook(f)
 	ep := "httpd"
 	code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: "localhost/hooks/job:v1"},
 		Services: []Container{{Image: "localhost/hooks/svc:v1", EntryPoint: &ep, EntryPointArgs: []string{"-f"}, PortMappings: []string{"18080:18080"},
 			EnvironmentVariables: map[string]string{"A": "1"}}}}, nil, nil)
 	require.Equal(t, 0, code)
-	require.Len(t, f.colds, 1, "no pool has that service set: a cold pod")
-	cs := f.colds[0].Template.Spec.Containers
+	require.Len(t, f.Colds(), 1, "no pool has that service set: a cold pod")
+	cs := f.Colds()[0].Template.Spec.Containers
 	require.Len(t, cs, 2)
 	assert.Equal(t, "localhost/hooks/svc:v1", cs[1].Image)
 	assert.Equal(t, []string{"httpd"}, cs[1].Command)
@@ -366,8 +309,8 @@ func TestRunScriptStep(t *testing.T) {
 			assert.Contains(t, s, "cd '/__w/repo/repo' || exit 1\n")
 			assert.Contains(t, s, "trap 'cancelled=1' TERM INT HUP\n(\n")
 			assert.Contains(t, s, "exec 'sh' '-e' '/__w/_temp/abc.sh'\n)\nrc=$?\n")
-			assert.Len(t, f.execs, 1, "one exec per step: the file commands come back in the stage's stream")
-			for _, a := range f.execs {
+			assert.Len(t, argvs(f), 1, "one exec per step: the file commands come back in the stage's stream")
+			for _, a := range argvs(f) {
 				assert.NotContains(t, strings.Join(a, " "), "s3cr3t", "no secret in argv")
 			}
 			b, _ := os.ReadFile(filepath.Join(r.work, "_temp/_runner_file_commands/set_env_1"))
@@ -385,9 +328,9 @@ func TestCleanupJobEndsTheJobAndSweepsTheRunnersPods(t *testing.T) {
 	state, _ := json.Marshal(State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod"}, Runner: "runner-0", Server: "s"})
 	code, _ := r.call(h, CmdCleanupJob, struct{}{}, state, nil)
 	assert.Equal(t, 0, code)
-	assert.Equal(t, []string{"/warmpod/warmpod", "job", "end", "--job", "gh-1"}, f.execs[0])
-	assert.Equal(t, []string{"w1", "leftover"}, f.deleted)
-	assert.Contains(t, f.listed, poolapi.Owner{Runner: "runner-0"})
+	assert.Equal(t, []string{"/warmpod/warmpod", "job", "end", "--job", "gh-1"}, argvs(f)[0])
+	assert.Equal(t, []string{"w1", "leftover"}, f.Deleted())
+	assert.Contains(t, f.Listed(), poolapi.Owner{Runner: "runner-0"})
 }
 
 func TestBadInputIsAClearError(t *testing.T) {
@@ -409,7 +352,7 @@ func TestBadInputIsAClearError(t *testing.T) {
 			assert.Equal(t, 1, code)
 			assert.Contains(t, errb.String(), tc.want)
 			assert.True(t, strings.HasPrefix(errb.String(), "::error::"), errb.String())
-			assert.Empty(t, f.execs, "nothing reached the cluster")
+			assert.Empty(t, argvs(f), "nothing reached the cluster")
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/warmpod/warmpod/executor/fake"
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -20,7 +21,7 @@ func TestPrepareJobWarnsOfAnUnusableStateDirectory(t *testing.T) {
 	r := newRunner(t)
 	dir := filepath.Join(t.TempDir(), "state")
 	require.NoError(t, os.Mkdir(dir, 0o755))
-	f := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}}
+	f := &fakeCluster{Cluster: fake.Cluster{Warm: []poolapi.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}}}
 	h, out, errb := r.hook(f)
 	// A multiplexer binary that never listens: only the directory matters.
 	h.Mux = &mux.Launcher{Argv: []string{"/bin/true"}, Dir: dir}

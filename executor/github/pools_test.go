@@ -17,10 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
+	kfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/fake"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -89,7 +90,7 @@ func clusterPools(current bool) *pool.Cluster {
 	if current {
 		objs = append(objs, readyPod(d, "new-pod", jobImage, curHash))
 	}
-	return &pool.Cluster{Namespace: "ci", CS: fake.NewClientset(objs...)}
+	return &pool.Cluster{Namespace: "ci", CS: kfake.NewClientset(objs...)}
 }
 
 // podState is the warmpod.dev/state label of pod name in k.
@@ -120,23 +121,23 @@ func TestPrepareJobReadsThePoolsFromTheCluster(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRunner(t)
 			k := clusterPools(tc.current)
-			f := &fakeCluster{kube: k}
+			f := &fakeCluster{Cluster: fake.Cluster{Kube: k}}
 			h, out, errb := r.hook(f)
 			h.Pods.(*KubePods).Pools = nil
 			code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: jobImage}}, nil, nil)
 			require.Equal(t, 0, code, "stdout %s stderr %s", out, errb)
-			assert.Equal(t, 1, f.poolReads, "one read of the pools per prepare_job")
+			assert.Equal(t, 1, f.PoolReads(), "one read of the pools per prepare_job")
 			assert.Equal(t, tc.wantPod, resp.State.Pod.Name)
 			assert.Equal(t, tc.wantWarm, resp.State.Pod.Warm)
 			assert.Equal(t, poolapi.StateIdle, podState(t, k, "old-pod"), "the pod of the template before the edit is left alone")
 			if tc.wantWarm {
 				assert.Equal(t, poolapi.StateClaimed, podState(t, k, "new-pod"))
 				assert.Equal(t, curHash, resp.State.Pod.Hash, "the job's config hash is the current ReplicaSet's: warmpod compares it with its pod-template-hash")
-				assert.Empty(t, f.colds)
+				assert.Empty(t, f.Colds())
 			} else {
-				require.Len(t, f.colds, 1)
-				assert.Equal(t, jobImage, f.colds[0].Template.Spec.Containers[0].Image, "the live template")
-				assert.Equal(t, curHash, f.colds[0].Template.Labels[poolapi.LabelTemplateHash], "the label the cold pod's warmpod reads")
+				require.Len(t, f.Colds(), 1)
+				assert.Equal(t, jobImage, f.Colds()[0].Template.Spec.Containers[0].Image, "the live template")
+				assert.Equal(t, curHash, f.Colds()[0].Template.Labels[poolapi.LabelTemplateHash], "the label the cold pod's warmpod reads")
 			}
 			require.Len(t, f.starts, 1)
 			assert.Equal(t, resp.State.Pod.Hash, f.starts[0].ConfigHash)
@@ -180,7 +181,7 @@ func TestWhichCommandsReadThePools(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRunner(t)
 			k := clusterPools(true)
-			f := &fakeCluster{kube: k}
+			f := &fakeCluster{Cluster: fake.Cluster{Kube: k}}
 			h, out, errb := r.hook(f)
 			// As warmpod-github wires it: KubePods connects its own
 			// client, once, for the commands that get a pod.
@@ -193,7 +194,7 @@ func TestWhichCommandsReadThePools(t *testing.T) {
 			}
 			code, _ := r.call(h, tc.cmd, tc.args, tc.state, nil)
 			require.Equal(t, 0, code, "stdout %s stderr %s", out, errb)
-			assert.Equal(t, tc.wantReads, f.poolReads)
+			assert.Equal(t, tc.wantReads, f.PoolReads())
 			assert.Equal(t, map[bool]int{true: 1, false: 0}[tc.cmd == CmdPrepareJob || tc.cmd == CmdRunContainerStep], connects)
 			if tc.cmd == CmdRunContainerStep {
 				// The file's pool hashes its own template: no pod of
@@ -216,13 +217,13 @@ func TestPrepareJobWhenThePoolsCannotBeRead(t *testing.T) {
 		want string
 		rbac bool // the RBAC hint follows: a 403 only
 	}{
-		{"no pool Deployment", &pool.Cluster{Namespace: "ci", CS: fake.NewClientset()}, "no usable pool Deployment", false},
+		{"no pool Deployment", &pool.Cluster{Namespace: "ci", CS: kfake.NewClientset()}, "no usable pool Deployment", false},
 		{"the API server fails", nil, "no pools in this fake", false},
 		{"the API server forbids", &pool.Cluster{Namespace: "ci", CS: forbidsDeployments()}, "is forbidden", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRunner(t)
-			f := &fakeCluster{kube: tc.kube}
+			f := &fakeCluster{Cluster: fake.Cluster{Kube: tc.kube}}
 			h, _, errb := r.hook(f)
 			h.Pods.(*KubePods).Pools = nil
 			code, resp := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: jobImage}}, nil, nil)
@@ -235,16 +236,16 @@ func TestPrepareJobWhenThePoolsCannotBeRead(t *testing.T) {
 			} else {
 				assert.NotContains(t, errb.String(), "deploy/github-rbac.yaml", "the RBAC hint is for a 403 only")
 			}
-			assert.Empty(t, f.colds)
-			assert.Empty(t, f.execs)
+			assert.Empty(t, f.Colds())
+			assert.Empty(t, argvs(f))
 		})
 	}
 }
 
 // forbidsDeployments is a fake API server that answers 403 to a list of
 // Deployments, as RBAC does.
-func forbidsDeployments() *fake.Clientset {
-	cs := fake.NewClientset()
+func forbidsDeployments() *kfake.Clientset {
+	cs := kfake.NewClientset()
 	cs.PrependReactor("list", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "", errors.New("RBAC"))
 	})

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/fake"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -222,8 +223,8 @@ func TestPrepareJobResources(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRunner(t)
-			f := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}},
-				nodes: []pool.Node{node}, resizeErr: tc.resizeErr}
+			f := &fakeCluster{Cluster: fake.Cluster{Warm: []poolapi.Pod{{Name: "w1", UID: "u1", Bin: "/warmpod/warmpod", Warm: true, Pool: "job"}}, NodeList: []pool.Node{node},
+				OnResize: func(poolapi.Pod, corev1.ResourceRequirements) error { return tc.resizeErr }}}
 			h, _, errb := r.hook(f)
 			set, err := pool.Parse(strings.NewReader(resourcePools))
 			require.NoError(t, err)
@@ -238,19 +239,19 @@ func TestPrepareJobResources(t *testing.T) {
 				assert.Contains(t, errb.String(), tc.stderr)
 			}
 			if tc.resized == "" {
-				assert.Empty(t, f.resized)
-				assert.Len(t, f.warm, 1, "nothing claimed")
-				assert.Empty(t, f.colds)
+				assert.Empty(t, f.Resized())
+				assert.Equal(t, 1, f.Left(), "nothing claimed")
+				assert.Empty(t, f.Colds())
 				return
 			}
-			require.Len(t, f.resized, 1)
-			assert.Equal(t, tc.resized, executor.Describe(f.resized[0]))
+			require.Len(t, f.Resized(), 1)
+			assert.Equal(t, tc.resized, executor.Describe(f.Resized()[0].Want))
 			if tc.cold == "" {
-				assert.Empty(t, f.colds)
+				assert.Empty(t, f.Colds())
 				return
 			}
-			require.Len(t, f.colds, 1)
-			assert.Equal(t, tc.cold, executor.Describe(f.colds[0].BuildContainer(&f.colds[0].Template).Resources))
+			require.Len(t, f.Colds(), 1)
+			assert.Equal(t, tc.cold, executor.Describe(f.Colds()[0].BuildContainer(&f.Colds()[0].Template).Resources))
 		})
 	}
 }

@@ -104,7 +104,7 @@ func TestPrepareJobServiceNamesInTheColdPod(t *testing.T) {
 	code, _ := r.call(h, CmdPrepareJob, PrepareJobArgs{Container: &Container{Image: "localhost/hooks/job:v1"},
 		Services: []Container{{Image: "localhost/hooks/svc:v1", ContextName: "web_svc"}}}, nil, nil)
 	require.Equal(t, 0, code)
-	require.Len(t, f.colds, 1)
-	assert.Equal(t, []corev1.HostAlias{{IP: "127.0.0.1", Hostnames: []string{"svc"}}}, f.colds[0].Template.Spec.HostAliases)
+	require.Len(t, f.Colds(), 1)
+	assert.Equal(t, []corev1.HostAlias{{IP: "127.0.0.1", Hostnames: []string{"svc"}}}, f.Colds()[0].Template.Spec.HostAliases)
 	assert.Contains(t, errb.String(), `::warning::warmpod: service names ["web_svc"] are not DNS names`)
 }

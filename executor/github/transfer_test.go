@@ -202,7 +202,7 @@ func TestSendWorkInParallel(t *testing.T) {
 	}
 	slices.Sort(names)
 	require.Greater(t, len(names), 10)
-	lastExec := f.execs[len(f.execs)-1]
+	lastExec := argvs(f.fakeCluster)[len(argvs(f.fakeCluster))-1]
 	assert.Equal(t, "sh", lastExec[0], "the unpack goes last")
 	assert.Equal(t, names[len(names)-1], lastExec[7], "with the last piece (sh -c SCRIPT sh BIN job put DEST …)")
 	var archive []byte
@@ -240,7 +240,7 @@ func TestSendWorkFails(t *testing.T) {
 			_, err := h.sendWork(context.Background(), debugWriter{h.Stdout}, h.Cluster, st)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), strings.ReplaceAll(tc.wantErr, "%ROOT%", r.root))
-			for _, a := range f.execs {
+			for _, a := range argvs(f.fakeCluster) {
 				assert.NotEqual(t, "sh", a[0], "no unpack after a failure")
 			}
 		})
@@ -335,7 +335,7 @@ func TestSendWorkPiecesGoByTheBulkTransport(t *testing.T) {
 		st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
 		_, err := h.sendWork(context.Background(), debugWriter{h.Stdout}, h.Cluster, st)
 		require.NoError(t, err)
-		require.Greater(t, len(f.execs), 10)
-		assert.Equal(t, len(f.execs), f.bulk, "lazy=%v: every exec of the transfer went by ExecBulk", lazy)
+		require.Greater(t, len(argvs(f.fakeCluster)), 10)
+		assert.Equal(t, len(argvs(f.fakeCluster)), f.bulk, "lazy=%v: every exec of the transfer went by ExecBulk", lazy)
 	}
 }

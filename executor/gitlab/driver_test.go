@@ -12,125 +12,47 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/warmpod/warmpod/executor"
+	"github.com/warmpod/warmpod/executor/fake"
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
-// fakeCluster records what the driver asks for and answers from a script.
-type fakeCluster struct {
-	mu      sync.Mutex
-	warm    []poolapi.Pod // handed out by ClaimWarm, in order
-	colds   int
-	deleted []string
-	execs   [][]string
-	stdins  []string
-	// exec answers an exec; nil: exit 0, no output.
-	exec func(argv []string, stdin []byte, stdout, stderr io.Writer) (int, error)
-	// pools answers Pools (nil: an error, the manifest should be used).
-	pools *pool.Set
-	// resize answers AwaitResize (nil: success); resized records the
-	// claims' resizes; refuse, when set, is ClaimWarm's answer to a
-	// resize (nothing claimed).
-	resize  func(p poolapi.Pod, res corev1.ResourceRequirements) error
-	resized []string
-	refuse  error
-	// coldPools records the pools CreateCold made pods from.
-	coldPools []pool.Pool
-	// nodes and nodesErr answer Nodes; nodesAsked counts the calls.
-	nodes      []pool.Node
-	nodesErr   error
-	nodesAsked int
-}
+// fakeCluster is the executor side's fake Kubernetes (package fake):
+// the tests' OnExec plays the pod.
+type fakeCluster = fake.Cluster
 
-func (f *fakeCluster) Nodes(context.Context, *corev1.PodTemplateSpec) ([]pool.Node, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.nodesAsked++
-	return f.nodes, f.nodesErr
-}
-
-func (f *fakeCluster) Pools(context.Context) (*pool.Set, error) {
-	if f.pools == nil {
-		return nil, errors.New("no pools in this fake")
+// execs are fc's execs, each the pod's name then the argv.
+func execs(fc *fakeCluster) [][]string {
+	var out [][]string
+	for _, e := range fc.Execs() {
+		out = append(out, append([]string{e.Pod}, e.Argv...))
 	}
-	return f.pools, nil
+	return out
 }
 
-func (f *fakeCluster) AwaitResize(_ context.Context, p poolapi.Pod, _ time.Duration, _ pool.Execer) error {
-	f.mu.Lock()
-	fn := f.resize
-	f.mu.Unlock()
-	if fn == nil || p.Resize == nil {
-		return nil
+// stdins are what fc's execs had on stdin, in order.
+func stdins(fc *fakeCluster) []string {
+	var out []string
+	for _, e := range fc.Execs() {
+		out = append(out, e.Stdin)
 	}
-	return fn(p, p.Resize.(*pool.Resizing).Want)
+	return out
 }
 
-func (f *fakeCluster) ClaimWarm(_ context.Context, p pool.Pool, _ poolapi.Owner, _ time.Duration, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.warm) == 0 {
-		return nil, nil
+// resized are fc's claims with a resize: "POD requests … , limits …".
+func resized(fc *fakeCluster) []string {
+	var out []string
+	for _, r := range fc.Resized() {
+		out = append(out, r.Pod+" "+executor.Describe(r.Want))
 	}
-	pod := f.warm[0]
-	if fit != nil {
-		f.resized = append(f.resized, pod.Name+" "+executor.Describe(*fit))
-		if f.refuse != nil {
-			return nil, f.refuse
-		}
-		pod.Resize = &pool.Resizing{Want: *fit, Sent: time.Now()}
-	}
-	f.warm = f.warm[1:]
-	return &pod, nil
-}
-
-func (f *fakeCluster) CreateCold(_ context.Context, p pool.Pool, _ poolapi.Owner, _ pool.Cold, _ time.Duration) (poolapi.Pod, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.colds++
-	f.coldPools = append(f.coldPools, p)
-	return poolapi.Pod{Name: fmt.Sprintf("cold-%d", f.colds), Namespace: "ci", UID: "u", Pool: p.Name, Bin: p.Bin, Hash: p.Hash}, nil
-}
-
-func (f *fakeCluster) Exec(_ context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	var in []byte
-	if stdin != nil {
-		// The stage stdin is held open after the script: read what is there.
-		if h, ok := stdin.(interface{ Held() []byte }); ok {
-			in = h.Held()
-		} else {
-			in, _ = io.ReadAll(stdin)
-		}
-	}
-	f.mu.Lock()
-	f.execs = append(f.execs, append([]string{p.Name}, argv...))
-	f.stdins = append(f.stdins, string(in))
-	fn := f.exec
-	f.mu.Unlock()
-	if fn == nil {
-		return 0, nil
-	}
-	return fn(argv, in, stdout, stderr)
-}
-
-func (f *fakeCluster) Delete(_ context.Context, p poolapi.Pod) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.deleted = append(f.deleted, p.Name)
-	return nil
-}
-
-func (f *fakeCluster) PodsOfJob(context.Context, poolapi.Owner) ([]poolapi.Pod, error) {
-	return nil, nil
+	return out
 }
 
 const manifest = `
@@ -173,15 +95,15 @@ func TestConfigJSON(t *testing.T) {
 }
 
 func TestPrepareWarmThenJobStart(t *testing.T) {
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Bin: "/wp/warmpod", Hash: "h", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Bin: "/wp/warmpod", Hash: "h", Warm: true, Pool: "alpine"}}}
 	d, out, _ := newDriver(t, fc, nil)
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Contains(t, out.String(), "job 42 runs on warm pod w1")
-	require.Len(t, fc.execs, 1)
-	assert.Equal(t, []string{"w1", "/wp/warmpod", "job", "start"}, fc.execs[0])
-	assert.NotContains(t, strings.Join(fc.execs[0], " "), "glcbt-secret", "the token is never in argv")
+	require.Len(t, execs(fc), 1)
+	assert.Equal(t, []string{"w1", "/wp/warmpod", "job", "start"}, execs(fc)[0])
+	assert.NotContains(t, strings.Join(execs(fc)[0], " "), "glcbt-secret", "the token is never in argv")
 	var spec map[string]any
-	require.NoError(t, json.Unmarshal([]byte(fc.stdins[0]), &spec))
+	require.NoError(t, json.Unmarshal([]byte(stdins(fc)[0]), &spec))
 	assert.Equal(t, "42", spec["id"])
 	assert.Equal(t, "glcbt-secret", spec["token"])
 	assert.Equal(t, "1h10m0s", spec["timeout"], "the job's timeout plus the margin for after_script")
@@ -190,13 +112,13 @@ func TestPrepareWarmThenJobStart(t *testing.T) {
 	st, err := d.loadState(Job{ID: "42"})
 	require.NoError(t, err)
 	assert.Equal(t, "w1", st.Pod.Name)
-	assert.Empty(t, fc.deleted)
+	assert.Empty(t, fc.Deleted())
 }
 
 func TestPrepareRefusedPodIsDeletedAndNextTried(t *testing.T) {
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true}, {Name: "w2", Warm: true}}}
-	fc.exec = func(argv []string, _ []byte, _, stderr io.Writer) (int, error) {
-		if len(fc.execs) == 1 {
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true}, {Name: "w2", Warm: true}}}
+	fc.OnExec = func(_ poolapi.Pod, argv []string, _ []byte, _, stderr io.Writer) (int, error) {
+		if len(execs(fc)) == 1 {
 			fmt.Fprintln(stderr, "warmpod: busy")
 			return 75, nil
 		}
@@ -204,14 +126,14 @@ func TestPrepareRefusedPodIsDeletedAndNextTried(t *testing.T) {
 	}
 	d, out, _ := newDriver(t, fc, nil)
 	require.NoError(t, d.Prepare(context.Background()))
-	assert.Equal(t, []string{"w1"}, fc.deleted)
+	assert.Equal(t, []string{"w1"}, fc.Deleted())
 	assert.Contains(t, out.String(), "pod w1 did not take the job")
 	assert.Contains(t, out.String(), "runs on warm pod w2")
 }
 
 func TestPrepareStopsOnForbidden(t *testing.T) {
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true}, {Name: "w2", Warm: true}}}
-	fc.exec = func([]string, []byte, io.Writer, io.Writer) (int, error) {
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true}, {Name: "w2", Warm: true}}}
+	fc.OnExec = func(poolapi.Pod, []string, []byte, io.Writer, io.Writer) (int, error) {
 		return -1, errors.New(`unable to upgrade streaming request: pods "w1" is forbidden: User "x" cannot get resource "pods/exec"`)
 	}
 	d, _, _ := newDriver(t, fc, nil)
@@ -219,27 +141,27 @@ func TestPrepareStopsOnForbidden(t *testing.T) {
 	var se *SystemError
 	require.ErrorAs(t, err, &se)
 	assert.Contains(t, err.Error(), "deploy/gitlab-rbac.yaml")
-	assert.Equal(t, []string{"w1"}, fc.deleted, "one pod, not the whole pool")
+	assert.Equal(t, []string{"w1"}, fc.Deleted(), "one pod, not the whole pool")
 }
 
 func TestPrepareColdFallbackAndOtherImage(t *testing.T) {
 	fc := &fakeCluster{}
 	d, out, _ := newDriver(t, fc, map[string]string{"CUSTOM_ENV_CI_JOB_IMAGE": "golang:1.26"})
 	require.NoError(t, d.Prepare(context.Background()))
-	assert.Equal(t, 1, fc.colds)
+	assert.Equal(t, 1, len(fc.Colds()))
 	assert.Contains(t, out.String(), "runs on cold pod cold-1")
 	assert.Contains(t, out.String(), "no pool runs image golang:1.26")
 }
 
 func TestPrepareErrorsAreSystemFailures(t *testing.T) {
-	fc := &fakeCluster{exec: func([]string, []byte, io.Writer, io.Writer) (int, error) {
+	fc := &fakeCluster{OnExec: func(poolapi.Pod, []string, []byte, io.Writer, io.Writer) (int, error) {
 		return -1, errors.New("stream reset")
 	}}
 	d, _, _ := newDriver(t, fc, nil)
 	err := d.Prepare(context.Background())
 	var se *SystemError
 	require.ErrorAs(t, err, &se)
-	assert.Equal(t, []string{"cold-1", "cold-2", "cold-3", "cold-4", "cold-5"}, fc.deleted, "each pod that could not take the job is deleted, the next tried, five at most")
+	assert.Equal(t, []string{"cold-1", "cold-2", "cold-3", "cold-4", "cold-5"}, fc.Deleted(), "each pod that could not take the job is deleted, the next tried, five at most")
 
 	d2, _, _ := newDriver(t, &fakeCluster{}, nil)
 	delete(d2.Env, "CUSTOM_ENV_CI_JOB_ID")
@@ -255,7 +177,7 @@ func stageAnswer(stdout, stderr io.Writer, output string, code int) {
 
 func prepared(t *testing.T, fc *fakeCluster) (*Driver, *bytes.Buffer, *bytes.Buffer, string) {
 	t.Helper()
-	fc.warm = []poolapi.Pod{{Name: "w1", Bin: "/wp/warmpod", Warm: true}}
+	fc.Warm = []poolapi.Pod{{Name: "w1", Bin: "/wp/warmpod", Warm: true}}
 	d, out, errb := newDriver(t, fc, nil)
 	require.NoError(t, d.Prepare(context.Background()))
 	out.Reset()
@@ -267,7 +189,7 @@ func prepared(t *testing.T, fc *fakeCluster) (*Driver, *bytes.Buffer, *bytes.Buf
 func TestRunStreamsAndMapsExitCodes(t *testing.T) {
 	fc := &fakeCluster{}
 	d, out, _, script := prepared(t, fc)
-	fc.exec = func(argv []string, stdin []byte, stdout, stderr io.Writer) (int, error) {
+	fc.OnExec = func(_ poolapi.Pod, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error) {
 		stageAnswer(stdout, stderr, "hi\n", 3)
 		return 3, nil
 	}
@@ -276,10 +198,10 @@ func TestRunStreamsAndMapsExitCodes(t *testing.T) {
 	require.ErrorAs(t, err, &be)
 	assert.Equal(t, 3, be.Code)
 	assert.Equal(t, "hi\n", out.String())
-	last := fc.execs[len(fc.execs)-1]
+	last := execs(fc)[len(execs(fc))-1]
 	assert.Equal(t, []string{"w1", "/wp/warmpod", "job", "stage", "--job", "42", "--stage", "01-build_script", "--size", "15",
 		"--sha256", sha256Hex("echo hi\nexit 3\n"), "--offset", "0"}, last)
-	assert.Equal(t, "echo hi\nexit 3\n", fc.stdins[len(fc.stdins)-1], "the script goes on stdin")
+	assert.Equal(t, "echo hi\nexit 3\n", stdins(fc)[len(stdins(fc))-1], "the script goes on stdin")
 
 	// The exit code file and the runner's codes, at the edge.
 	codeFile := filepath.Join(t.TempDir(), "code")
@@ -291,14 +213,14 @@ func TestRunStreamsAndMapsExitCodes(t *testing.T) {
 
 	// A second call of the same stage (a retried get_sources) gets a new name.
 	require.Error(t, d.Run(context.Background(), script, "build_script", nil))
-	assert.Equal(t, "02-build_script", fc.execs[len(fc.execs)-1][7])
+	assert.Equal(t, "02-build_script", execs(fc)[len(execs(fc))-1][7])
 }
 
 func TestRunReattachesAfterABrokenStream(t *testing.T) {
 	fc := &fakeCluster{}
 	d, out, errb, script := prepared(t, fc)
 	calls := 0
-	fc.exec = func(argv []string, stdin []byte, stdout, stderr io.Writer) (int, error) {
+	fc.OnExec = func(_ poolapi.Pod, argv []string, stdin []byte, stdout, stderr io.Writer) (int, error) {
 		calls++
 		switch calls {
 		case 1:
@@ -323,7 +245,7 @@ func TestRunReattachesWhenOutputIsShort(t *testing.T) {
 	fc := &fakeCluster{}
 	d, out, _, script := prepared(t, fc)
 	calls := 0
-	fc.exec = func(argv []string, _ []byte, stdout, stderr io.Writer) (int, error) {
+	fc.OnExec = func(_ poolapi.Pod, argv []string, _ []byte, stdout, stderr io.Writer) (int, error) {
 		calls++
 		if calls == 1 {
 			io.WriteString(stdout, "abc")
@@ -344,7 +266,7 @@ func TestRunGivesUpAfterRetries(t *testing.T) {
 	fc := &fakeCluster{}
 	d, _, _, script := prepared(t, fc)
 	d.Cfg.MaxStreamRetries = 1
-	fc.exec = func([]string, []byte, io.Writer, io.Writer) (int, error) { return -1, errors.New("EOF") }
+	fc.OnExec = func(poolapi.Pod, []string, []byte, io.Writer, io.Writer) (int, error) { return -1, errors.New("EOF") }
 	var se *SystemError
 	require.ErrorAs(t, d.Run(context.Background(), script, "build_script", nil), &se)
 }
@@ -352,7 +274,7 @@ func TestRunGivesUpAfterRetries(t *testing.T) {
 func TestRunWarmpodErrorIsASystemFailure(t *testing.T) {
 	fc := &fakeCluster{}
 	d, _, _, script := prepared(t, fc)
-	fc.exec = func(_ []string, _ []byte, _, stderr io.Writer) (int, error) {
+	fc.OnExec = func(_ poolapi.Pod, _ []string, _ []byte, _, stderr io.Writer) (int, error) {
 		fmt.Fprintln(stderr, "warmpod: no job holds the lease")
 		return 69, nil
 	}
@@ -367,7 +289,7 @@ func TestRunSIGTERMCancelsTheStage(t *testing.T) {
 	d, _, _, script := prepared(t, fc)
 	term := make(chan os.Signal, 1)
 	cancelled := make(chan struct{})
-	fc.exec = func(argv []string, _ []byte, stdout, stderr io.Writer) (int, error) {
+	fc.OnExec = func(_ poolapi.Pod, argv []string, _ []byte, stdout, stderr io.Writer) (int, error) {
 		switch argv[2] {
 		case "cancel":
 			assert.Equal(t, []string{"/wp/warmpod", "job", "cancel", "--job", "42", "--stage", "01-build_script"}, argv)
@@ -397,16 +319,18 @@ func TestCleanupEndsTheJobOrDeletesThePod(t *testing.T) {
 	fc := &fakeCluster{}
 	d, _, _, _ := prepared(t, fc)
 	require.NoError(t, d.Cleanup(context.Background()))
-	assert.Equal(t, []string{"w1", "/wp/warmpod", "job", "end", "--job", "42"}, fc.execs[len(fc.execs)-1])
-	assert.Equal(t, []string{"w1"}, fc.deleted, "deleted after job end too: it must go even when it cannot delete itself")
+	assert.Equal(t, []string{"w1", "/wp/warmpod", "job", "end", "--job", "42"}, execs(fc)[len(execs(fc))-1])
+	assert.Equal(t, []string{"w1"}, fc.Deleted(), "deleted after job end too: it must go even when it cannot delete itself")
 	_, err := d.loadState(Job{ID: "42"})
 	assert.ErrorIs(t, err, os.ErrNotExist, "the state file is gone")
 
 	fc2 := &fakeCluster{}
 	d2, _, _, _ := prepared(t, fc2)
-	fc2.exec = func([]string, []byte, io.Writer, io.Writer) (int, error) { return -1, errors.New("pod gone") }
+	fc2.OnExec = func(poolapi.Pod, []string, []byte, io.Writer, io.Writer) (int, error) {
+		return -1, errors.New("pod gone")
+	}
 	require.NoError(t, d2.Cleanup(context.Background()))
-	assert.Equal(t, []string{"w1"}, fc2.deleted)
+	assert.Equal(t, []string{"w1"}, fc2.Deleted())
 }
 
 func TestJobFromEnv(t *testing.T) {

@@ -206,7 +206,7 @@ func TestOverwritesIgnoredSayWhichFlag(t *testing.T) {
 		`KUBERNETES_EPHEMERAL_STORAGE_LIMIT="1" ignored: warmpod-gitlab prepare runs without --ephemeral-storage-limit-overwrite-max-allowed, which would allow it`,
 	}, notes)
 
-	d, out := resizeDriver(t, &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Pool: "alpine", Bin: "/wp/warmpod"}}},
+	d, out := resizeDriver(t, &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Pool: "alpine", Bin: "/wp/warmpod"}}},
 		map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_LIMIT": "2"})
 	require.NoError(t, d.Prepare(context.Background()))
 	assert.Contains(t, out.String(), "warmpod: KUBERNETES_CPU_LIMIT=\"2\" ignored: warmpod-gitlab prepare runs without --cpu-limit-overwrite-max-allowed")
@@ -223,14 +223,14 @@ func resizeDriver(t *testing.T, fc *fakeCluster, env map[string]string) (*Driver
 }
 
 func TestPrepareResizesAWarmPodInPlace(t *testing.T) {
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 	d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "500m", "CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT": "256Mi"})
 	require.NoError(t, d.Prepare(context.Background()))
-	assert.Equal(t, []string{"w1 requests cpu=500m memory=32Mi, limits memory=256Mi"}, fc.resized, "the template's request kept, the job's put over it")
+	assert.Equal(t, []string{"w1 requests cpu=500m memory=32Mi, limits memory=256Mi"}, resized(fc), "the template's request kept, the job's put over it")
 	assert.Contains(t, out.String(), "warm pod w1 resized in place to requests cpu=500m memory=32Mi, limits memory=256Mi")
 	assert.Contains(t, out.String(), "runs on warm pod w1")
-	assert.Zero(t, fc.colds)
-	assert.Empty(t, fc.deleted)
+	assert.Zero(t, len(fc.Colds()))
+	assert.Empty(t, fc.Deleted())
 }
 
 func TestPrepareFallsBackColdWhenTheResizeFails(t *testing.T) {
@@ -238,14 +238,14 @@ func TestPrepareFallsBackColdWhenTheResizeFails(t *testing.T) {
 		t.Run(rerr.Error(), func(t *testing.T) {
 			// A node that fits: an infeasible answer is this node's only
 			// (TestPrepareInfeasibleResizeSpendsNoPod has the rest).
-			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
-				resize: func(poolapi.Pod, corev1.ResourceRequirements) error { return rerr },
-				nodes:  []pool.Node{fakeNode("big", "4", "8Gi")}}
+			fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
+				OnResize: func(poolapi.Pod, corev1.ResourceRequirements) error { return rerr },
+				NodeList: []pool.Node{fakeNode("big", "4", "8Gi")}}
 			d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "2"})
 			require.NoError(t, d.Prepare(context.Background()))
-			assert.Equal(t, []string{"w1"}, fc.deleted, "the claim is released (not given back: deleted)")
-			require.Len(t, fc.coldPools, 1)
-			c := fc.coldPools[0].BuildContainer(&fc.coldPools[0].Template)
+			assert.Equal(t, []string{"w1"}, fc.Deleted(), "the claim is released (not given back: deleted)")
+			require.Len(t, fc.Colds(), 1)
+			c := fc.Colds()[0].BuildContainer(&fc.Colds()[0].Template)
 			assert.Equal(t, "2", c.Resources.Requests.Cpu().String(), "the cold pod gets the job's resources")
 			assert.Equal(t, "32Mi", c.Resources.Requests.Memory().String())
 			assert.Contains(t, out.String(), "warm pod w1 released: resize to requests cpu=2 memory=32Mi")
@@ -257,25 +257,25 @@ func TestPrepareFallsBackColdWhenTheResizeFails(t *testing.T) {
 // A resize the API server refuses is refused before the claim: no pod is
 // claimed or deleted.
 func TestPrepareGoesColdWhenNoPodCanBeResized(t *testing.T) {
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
-		refuse: fmt.Errorf("%w: the QoS class would change", pool.ErrResizeUnsupported)}
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}},
+		RefuseResize: fmt.Errorf("%w: the QoS class would change", pool.ErrResizeUnsupported)}
 	d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_CPU_REQUEST": "2"})
 	require.NoError(t, d.Prepare(context.Background()))
-	assert.Empty(t, fc.deleted, "nothing claimed, nothing released")
-	require.Len(t, fc.coldPools, 1)
-	c := fc.coldPools[0].BuildContainer(&fc.coldPools[0].Template)
+	assert.Empty(t, fc.Deleted(), "nothing claimed, nothing released")
+	require.Len(t, fc.Colds(), 1)
+	c := fc.Colds()[0].BuildContainer(&fc.Colds()[0].Template)
 	assert.Equal(t, "2", c.Resources.Requests.Cpu().String(), "the cold pod gets the job's resources")
 	assert.Contains(t, out.String(), "warm pods of pool alpine cannot be resized in place: in-place resize not possible: the QoS class would change: creating a cold pod")
 	assert.Contains(t, out.String(), "runs on cold pod cold-1")
 }
 
 func TestPrepareEphemeralStorageGoesCold(t *testing.T) {
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 	d, out := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_EPHEMERAL_STORAGE_LIMIT": "4Gi"})
 	require.NoError(t, d.Prepare(context.Background()))
-	assert.Empty(t, fc.resized)
-	assert.Len(t, fc.warm, 1, "no warm pod claimed")
-	require.Len(t, fc.coldPools, 1)
+	assert.Empty(t, resized(fc))
+	assert.Len(t, fc.Warm, 1, "no warm pod claimed")
+	require.Len(t, fc.Colds(), 1)
 	assert.Contains(t, out.String(), "ephemeral storage cannot change on a running pod")
 }
 
@@ -292,34 +292,34 @@ func TestServiceContainerNamesDoNotCollide(t *testing.T) {
 }
 
 func TestPrepareRefusesARequestAboveItsLimit(t *testing.T) {
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 	// The pool requests 32Mi; a 16Mi limit is below it.
 	d, _ := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT": "16Mi"})
 	err := d.Prepare(context.Background())
 	var se *SystemError
 	require.ErrorAs(t, err, &se)
 	assert.Contains(t, err.Error(), "the memory request 32Mi is above its limit 16Mi")
-	assert.Len(t, fc.warm, 1, "nothing claimed")
-	assert.Zero(t, fc.colds)
+	assert.Len(t, fc.Warm, 1, "nothing claimed")
+	assert.Zero(t, len(fc.Colds()))
 }
 
 func TestPrepareRefusesAnOverwriteAboveItsBound(t *testing.T) {
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 	d, _ := resizeDriver(t, fc, map[string]string{"CUSTOM_ENV_KUBERNETES_MEMORY_LIMIT": "2Gi"})
 	err := d.Prepare(context.Background())
 	var se *SystemError
 	require.ErrorAs(t, err, &se)
 	assert.Contains(t, err.Error(), `the resource "MemoryLimit" requested "2Gi" is higher than limit allowed "1Gi"`)
-	assert.Len(t, fc.warm, 1)
-	assert.Zero(t, fc.colds)
-	assert.Empty(t, fc.execs)
+	assert.Len(t, fc.Warm, 1)
+	assert.Zero(t, len(fc.Colds()))
+	assert.Empty(t, execs(fc))
 }
 
 func TestPrepareReadsThePoolsFromTheCluster(t *testing.T) {
 	set, err := pool.Parse(strings.NewReader(servicePools))
 	require.NoError(t, err)
 	set.Warnings = []string{`Deployment "broken": no container runs warmpod`}
-	fc := &fakeCluster{pools: set, warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine-web"}}}
+	fc := &fakeCluster{Set: set, Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine-web"}}}
 	d, out, _ := newDriver(t, fc, map[string]string{"CUSTOM_ENV_CI_JOB_SERVICES": `[{"name":"nginx:1","alias":"web","entrypoint":null,"command":null,"variables":{"GREETING":"hi"}}]`})
 	kube(d).Pools = nil
 	require.NoError(t, d.Prepare(context.Background()))
@@ -333,15 +333,15 @@ func TestPrepareReadsThePoolsFromTheCluster(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "read the pools from the cluster: no pools in this fake")
 	assert.NotContains(t, err.Error(), "deployments and replicasets", "the RBAC hint is for a 403 only (executor.Hint)")
-	assert.Zero(t, fc.colds)
+	assert.Zero(t, len(fc.Colds()))
 }
 
 func TestPrepareRefusesMalformedServices(t *testing.T) {
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true}}}
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true}}}
 	d, _, _ := newDriver(t, fc, map[string]string{"CUSTOM_ENV_CI_JOB_SERVICES": `{"oops"`})
 	err := d.Prepare(context.Background())
 	var se *SystemError
 	require.ErrorAs(t, err, &se)
 	assert.Contains(t, err.Error(), "CUSTOM_ENV_CI_JOB_SERVICES")
-	assert.Len(t, fc.warm, 1, "nothing claimed")
+	assert.Len(t, fc.Warm, 1, "nothing claimed")
 }

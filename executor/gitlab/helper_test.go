@@ -117,7 +117,7 @@ func TestPrepareRefusesArtifactsWithoutTheHelper(t *testing.T) {
 		"the helper":               {inits: `[{name: h, image: x/gitlab-runner-helper:v1, command: [cp, /usr/bin/gitlab-runner-helper, /t/gitlab-runner]}]`, payload: withArtifacts},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+			fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 			d, out, _ := newDriver(t, fc, map[string]string{"JOB_RESPONSE_FILE": payloadFile(t, tc.payload)})
 			kube(d).Pools = &pool.Set{Pools: []pool.Pool{helperPool(t, "alpine:3.20", tc.inits, "{}")}}
 			err := d.Prepare(context.Background())
@@ -130,9 +130,9 @@ func TestPrepareRefusesArtifactsWithoutTheHelper(t *testing.T) {
 			require.ErrorAs(t, err, &se)
 			assert.Contains(t, err.Error(), tc.err)
 			assert.Contains(t, err.Error(), "install-gitlab-runner-helper")
-			assert.Len(t, fc.warm, 1, "nothing claimed")
-			assert.Zero(t, fc.colds, "nothing created")
-			assert.Empty(t, fc.execs)
+			assert.Len(t, fc.Warm, 1, "nothing claimed")
+			assert.Zero(t, len(fc.Colds()), "nothing created")
+			assert.Empty(t, execs(fc))
 		})
 	}
 }
@@ -157,13 +157,13 @@ func TestPrepareStagesTheHelperOnTheBuildsVolume(t *testing.T) {
 		"nothing for the helper": {payload: `{"artifacts":null}`, want: []any{}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
+			fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}}
 			d, _, _ := newDriver(t, fc, map[string]string{"JOB_RESPONSE_FILE": payloadFile(t, tc.payload)})
 			kube(d).Pools = &pool.Set{Pools: []pool.Pool{helperPool(t, "alpine:3.20", helper, "{}")}}
 			require.NoError(t, d.Prepare(context.Background()))
-			require.NotEmpty(t, fc.stdins)
+			require.NotEmpty(t, stdins(fc))
 			var spec map[string]any
-			require.NoError(t, json.Unmarshal([]byte(fc.stdins[0]), &spec))
+			require.NoError(t, json.Unmarshal([]byte(stdins(fc)[0]), &spec))
 			assert.Equal(t, tc.want, spec["variables"])
 		})
 	}

@@ -49,11 +49,11 @@ func TestPrepareRefusesARequestNoNodeCanHold(t *testing.T) {
 			note: "no node matches pool alpine's nodeName and nodeSelector"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}, nodes: tc.nodes, nodesErr: tc.nodesErr}
+			fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}, NodeList: tc.nodes, NodesErr: tc.nodesErr}
 			d, out := resizeDriver(t, fc, tc.env)
 			kube(d).Bounds.MemoryRequest = "2Gi"
 			err := d.Prepare(context.Background())
-			assert.Equal(t, 1, fc.nodesAsked, "the nodes are read once")
+			assert.Equal(t, 1, fc.NodesAsked(), "the nodes are read once")
 			if tc.note != "" {
 				assert.Contains(t, out.String(), tc.note)
 			}
@@ -65,17 +65,17 @@ func TestPrepareRefusesARequestNoNodeCanHold(t *testing.T) {
 			var se *SystemError
 			require.ErrorAs(t, err, &se)
 			assert.Contains(t, err.Error(), tc.err)
-			assert.Len(t, fc.warm, 1, "no warm pod claimed")
-			assert.Zero(t, fc.colds, "no cold pod created")
-			assert.Empty(t, fc.resized)
+			assert.Len(t, fc.Warm, 1, "no warm pod claimed")
+			assert.Zero(t, len(fc.Colds()), "no cold pod created")
+			assert.Empty(t, resized(fc))
 		})
 	}
 
 	// A job that asks for nothing is not checked: its pod is the pool's.
-	fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}, nodes: []pool.Node{fakeNode("n1", "1m", "1Mi")}}
+	fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}}, NodeList: []pool.Node{fakeNode("n1", "1m", "1Mi")}}
 	d, _ := resizeDriver(t, fc, nil)
 	require.NoError(t, d.Prepare(context.Background()))
-	assert.Zero(t, fc.nodesAsked)
+	assert.Zero(t, fc.NodesAsked())
 }
 
 // A warm pod whose resize the kubelet calls Infeasible is not spent (issue
@@ -92,8 +92,8 @@ func TestPrepareInfeasibleResizeSpendsNoPod(t *testing.T) {
 	warm := []poolapi.Pod{{Name: "w1", Warm: true, Pool: "alpine"}, {Name: "w2", Warm: true, Pool: "alpine"}}
 
 	t.Run("nodes unreadable: refused", func(t *testing.T) {
-		fc := &fakeCluster{warm: slices.Clone(warm), resize: infeasible,
-			nodesErr: apierrors.NewForbidden(corev1.Resource("nodes"), "", nil)}
+		fc := &fakeCluster{Warm: slices.Clone(warm), OnResize: infeasible,
+			NodesErr: apierrors.NewForbidden(corev1.Resource("nodes"), "", nil)}
 		d, out := resizeDriver(t, fc, env)
 		err := d.Prepare(context.Background())
 		var se *SystemError
@@ -104,15 +104,15 @@ func TestPrepareInfeasibleResizeSpendsNoPod(t *testing.T) {
 		assert.Contains(t, out.String(), "warmpod: cannot read the nodes of pool alpine")
 		assert.Contains(t, out.String(), "warm pod w1 went back to pool alpine")
 		assert.Contains(t, out.String(), "refusing the job")
-		assert.Empty(t, fc.deleted, "w1 went back to the pool")
-		assert.Equal(t, []string{"w1 requests cpu=2 memory=32Mi"}, fc.resized, "no second warm pod")
-		assert.Zero(t, fc.colds)
+		assert.Empty(t, fc.Deleted(), "w1 went back to the pool")
+		assert.Equal(t, []string{"w1 requests cpu=2 memory=32Mi"}, resized(fc), "no second warm pod")
+		assert.Zero(t, len(fc.Colds()))
 	})
 	t.Run("a node fits: a cold pod", func(t *testing.T) {
-		fc := &fakeCluster{warm: slices.Clone(warm), resize: infeasible, nodes: []pool.Node{fakeNode("small", "1", "4Gi"), fakeNode("big", "4", "8Gi")}}
+		fc := &fakeCluster{Warm: slices.Clone(warm), OnResize: infeasible, NodeList: []pool.Node{fakeNode("small", "1", "4Gi"), fakeNode("big", "4", "8Gi")}}
 		d, out := resizeDriver(t, fc, env)
 		require.NoError(t, d.Prepare(context.Background()))
-		assert.Empty(t, fc.deleted, "w1 went back to the pool")
+		assert.Empty(t, fc.Deleted(), "w1 went back to the pool")
 		assert.Contains(t, out.String(), "warm pod w1 went back to pool alpine")
 		assert.Contains(t, out.String(), "runs on cold pod cold-1")
 	})

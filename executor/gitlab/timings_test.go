@@ -30,7 +30,7 @@ func TestTimingsSpans(t *testing.T) {
 		{name: "without", wantCalls: map[string][]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			fc := &fakeCluster{warm: []poolapi.Pod{{Name: "w1", Bin: "/wp/warmpod", Warm: true}}}
+			fc := &fakeCluster{Warm: []poolapi.Pod{{Name: "w1", Bin: "/wp/warmpod", Warm: true}}}
 			d, _, _ := newDriver(t, fc, nil)
 			file := filepath.Join(t.TempDir(), "timings.jsonl")
 			if tc.timings {
