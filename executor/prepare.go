@@ -156,24 +156,20 @@ func (c *Core) warn(format string, a ...any) {
 // ([Core.nodesFit]).
 func (c *Core) fit(ctx context.Context, pl plan, res *corev1.ResourceRequirements, caps corev1.ResourceList) (plan, error) {
 	p := pl.pool
-	var have corev1.ResourceRequirements
+	var tmpl corev1.ResourceRequirements
 	if bc := p.BuildContainer(&p.Template); bc != nil {
-		// As the API server stores it: a limit without a request is
-		// requested at the limit (so a template of limits only is
-		// Guaranteed, and stays so when capped).
-		have = *bc.Resources.DeepCopy()
-		have.Requests = pool.EffectiveRequests(have)
-		if len(have.Requests) == 0 {
-			have.Requests = nil
-		}
+		tmpl = bc.Resources
 	}
-	want := capped(merged(have, res), caps)
-	// Written out as the API server would default it: the cold pod's
-	// template, the resize and the node check all see the request a cap
-	// without one gets.
-	if r := pool.EffectiveRequests(want); len(r) > 0 {
-		want.Requests = r
-	}
+	// Each step as the API server stores it: a limit without a request
+	// is requested at the limit. The pool's pods have their template's
+	// defaulted (have: a template of limits only is Guaranteed); the
+	// job's values go over the template as written and are defaulted
+	// after (a job that raises a limit of such a template raises its
+	// request with it), then capped, then defaulted again (a cap of a
+	// resource with neither gets its request): the cold pod's template,
+	// the resize and the node check all see what the API server would.
+	have := defaulted(tmpl)
+	want := defaulted(capped(defaulted(merged(tmpl, res)), caps))
 	if err := requestsWithinLimits(want); err != nil {
 		return pl, &session.SystemError{Err: fmt.Errorf("the job's resources with the pool's (%s): %w", Describe(want), err)}
 	}
@@ -201,6 +197,16 @@ func (c *Core) fit(ctx context.Context, pl plan, res *corev1.ResourceRequirement
 		pl.resize = &want
 	}
 	return pl, nil
+}
+
+// defaulted is r with a request for each resource it limits without
+// one ([pool.EffectiveRequests]).
+func defaulted(r corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := *r.DeepCopy()
+	if req := pool.EffectiveRequests(out); len(req) > 0 {
+		out.Requests = req
+	}
+	return out
 }
 
 // nodesFit refuses, before anything is claimed, a job whose pod (c's

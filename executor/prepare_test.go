@@ -43,6 +43,8 @@ func TestPrepareFitsAsTheAPIServerStoresIt(t *testing.T) {
 	}{
 		{name: "limits only: Guaranteed, and stays so", pool: corev1.ResourceRequirements{Limits: rl("cpu", "1", "memory", "1Gi")}, caps: rl("cpu", "2"),
 			resized: "requests cpu=2 memory=1Gi, limits cpu=2 memory=1Gi"},
+		{name: "limits only, a job's limit raised: its request with it", pool: corev1.ResourceRequirements{Limits: rl("cpu", "1", "memory", "1Gi")},
+			res: &corev1.ResourceRequirements{Limits: rl("memory", "2Gi")}, resized: "requests cpu=1 memory=2Gi, limits cpu=1 memory=2Gi"},
 		{name: "no resources: a cap is requested at the cap, and no node has it", caps: rl("memory", "64Gi"),
 			err: "the job's pod would request memory=64Gi, more than any node of pool p can allocate (n1: memory=8Gi)"},
 		{name: "no resources: a cap a node has", caps: rl("memory", "1Gi"), resized: "requests memory=1Gi, limits memory=1Gi"},

@@ -151,8 +151,12 @@ const (
 	// default pool's template with the job's image. Not demand on the
 	// default pool: its pods would not have served the job.
 	ColdNoPool ColdReason = "no-pool"
-	// ColdReleased: a warm pod was claimed (and counted) but released,
-	// since the job's requests did not fit it. Not counted again.
+	// ColdReleased: the job's pool's warm pods could not have what it
+	// asks: one was claimed (and counted) but released, since its resize
+	// failed, or none was claimed, since the pool's pods cannot be
+	// resized in place or the job changes what cannot change in place
+	// (ephemeral storage). Not demand: a warm pod would not have served
+	// the job.
 	ColdReleased ColdReason = "released"
 )
 

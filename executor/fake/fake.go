@@ -140,18 +140,15 @@ func (f *Cluster) Nodes(context.Context, *corev1.PodTemplateSpec) ([]pool.Node, 
 	return f.NodeList, f.NodesErr
 }
 
-// CreateCold makes pod cold-N (N counting from 1) of p, its warmpod at
-// p.Bin (/warmpod/warmpod when p has none).
+// CreateCold makes pod cold-N (N counting from 1, its UID u-cold-N) of
+// p, its warmpod at p.Bin, as the real one does.
 func (f *Cluster) CreateCold(_ context.Context, p pool.Pool, _ poolapi.Owner, why pool.Cold, _ time.Duration) (poolapi.Pod, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.colds = append(f.colds, p)
 	f.why = append(f.why, why.Reason)
-	bin := p.Bin
-	if bin == "" {
-		bin = "/warmpod/warmpod"
-	}
-	return poolapi.Pod{Name: fmt.Sprintf("cold-%d", len(f.colds)), Namespace: f.ColdNamespace, UID: "u-cold", Pool: p.Name, Bin: bin, Hash: p.Hash}, nil
+	n := len(f.colds)
+	return poolapi.Pod{Name: fmt.Sprintf("cold-%d", n), Namespace: f.ColdNamespace, UID: fmt.Sprintf("u-cold-%d", n), Pool: p.Name, Bin: p.Bin, Hash: p.Hash}, nil
 }
 
 // Exec records the exec and answers it with OnExec.

@@ -55,7 +55,8 @@ func readExtension(path string) (*corev1.PodTemplateSpec, []string, error) {
 	}
 	var notes []string
 	if err := yaml.UnmarshalStrict(b[:n], &corev1.PodTemplateSpec{}); err != nil {
-		notes = append(notes, fmt.Sprintf("the pod template extension %s=%s: %v: left out", TemplateEnv, path, err))
+		// The strict decoder names the first such field only.
+		notes = append(notes, fmt.Sprintf("the pod template extension %s=%s: %v (the first field warmpod does not know; such fields are left out)", TemplateEnv, path, err))
 	}
 	return &t, notes, nil
 }

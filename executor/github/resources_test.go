@@ -175,7 +175,7 @@ spec:
 			if tc.note == "" {
 				assert.Empty(t, notes)
 			} else {
-				require.NotEmpty(t, notes)
+				require.Len(t, notes, 1)
 				assert.Contains(t, notes[0], tc.note)
 			}
 		})
