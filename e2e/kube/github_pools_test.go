@@ -124,7 +124,8 @@ func TestGitHubHookPoolsFromTheCluster(t *testing.T) {
 // --pools FILE stays an option: pools whose warmpod reads the hand-set
 // warmpod.dev/config label, its value printed by `pool-hash`, read from
 // the same file the test applies. The hook's account has no right on
-// Deployments or ReplicaSets: it reads none.
+// Deployments or ReplicaSets (the Role's fourth rule, after pods,
+// pods/exec and pods/resize, is removed): it reads none.
 func TestGitHubHookPoolsFromAFile(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy/kube-e2e/github-pool.yaml"))
 	require.NoError(t, err)
@@ -146,7 +147,7 @@ func TestGitHubHookPoolsFromAFile(t *testing.T) {
 	g := newGHPoolFrom(t, 1, false, file)
 	g.poolsFile = file
 	out, err = exec.Command(kubectl, "patch", "role", "-n", g.ns, "warmpod-github", "--type=json",
-		"-p", `[{"op":"test","path":"/rules/2/apiGroups/0","value":"apps"},{"op":"remove","path":"/rules/2"}]`).CombinedOutput()
+		"-p", `[{"op":"test","path":"/rules/3/apiGroups/0","value":"apps"},{"op":"remove","path":"/rules/3"}]`).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	idle := map[string]bool{}
 	for _, p := range waitIdle(t, g.ns, 1, 2*time.Minute) {
