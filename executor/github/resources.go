@@ -163,7 +163,8 @@ func jobResources(env map[string]string, options *string) (*corev1.ResourceRequi
 func optionsResources(options string) (requests, caps corev1.ResourceList, notes []string, err error) {
 	args, err := splitOptions(options)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%w: container.options %q: %v", ErrInput, options, err)
+		// Not the options themselves: they may hold an -e VALUE.
+		return nil, nil, nil, fmt.Errorf("%w: container.options: %v", ErrInput, err)
 	}
 	var ignored []string
 	for i := 0; i < len(args); i++ {
