@@ -3,10 +3,6 @@
 package main
 
 import (
-	"context"
-	"os"
-	"syscall"
-
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/github"
 	"github.com/warmpod/warmpod/executor/mux"
@@ -53,15 +49,9 @@ func muxMain(args []string, kubeconfig, namespace string) int {
 // podExec makes one direct call for the per-step build (its request in
 // the environment, its result on fd 3).
 func podExec(kubeconfig, namespace string) int {
-	// The result pipe is ours only: a credential plugin client-go starts
-	// must not hold it open.
-	syscall.CloseOnExec(3)
-	cl, err := pool.Connect(kubeconfig, namespace, "warmpod-github/"+version)
-	var c session.Cluster
-	if err == nil {
-		c = cl
-	}
-	return podexec.Serve(context.Background(), c, err, os.Getenv(podexec.EnvRequest), os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "result"))
+	return podexec.Main(func() (session.Cluster, error) {
+		return pool.Connect(kubeconfig, namespace, "warmpod-github/"+version)
+	})
 }
 
 // buildName is what `version` prints.

@@ -3,11 +3,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/gitlab"
@@ -90,15 +88,9 @@ func muxMain(args []string, kubeconfig, namespace string) int {
 // podExec makes one direct call for the per-stage build (its request in
 // the environment, its result on fd 3).
 func podExec(kubeconfig, namespace string) int {
-	// The result pipe is ours only: a credential plugin client-go starts
-	// must not hold it open.
-	syscall.CloseOnExec(3)
-	cl, err := pool.Connect(kubeconfig, namespace, "warmpod-gitlab/"+version)
-	var c session.Cluster
-	if err == nil {
-		c = cl
-	}
-	return podexec.Serve(context.Background(), c, err, os.Getenv(podexec.EnvRequest), os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "result"))
+	return podexec.Main(func() (session.Cluster, error) {
+		return pool.Connect(kubeconfig, namespace, "warmpod-gitlab/"+version)
+	})
 }
 
 // stageBuild is the per-stage build's file name, beside the full build.

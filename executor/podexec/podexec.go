@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/warmpod/warmpod/executor/session"
@@ -157,6 +158,21 @@ func (c *Client) call(ctx context.Context, req Request, stdin io.Reader, stdout,
 // call's stdin, stdout and stderr the process's, and writes its Result to
 // result (the child's fd 3). connectErr is the error of setting up cl,
 // which then is nil: every call fails with it as never begun. It returns
+// Main is a full build's pod-exec command: it connects (connect, after
+// making fd 3 close-on-exec: the result pipe is this process's only, and
+// a credential plugin the client starts must not hold it open) and
+// serves the one request of EnvRequest on its stdio, the result on fd 3.
+// It returns the exit code ([Serve]).
+func Main(connect func() (session.Cluster, error)) int {
+	syscall.CloseOnExec(3)
+	cl, err := connect()
+	if err != nil {
+		// A typed nil behind the interface is no cluster.
+		cl = nil
+	}
+	return Serve(context.Background(), cl, err, os.Getenv(EnvRequest), os.Stdin, os.Stdout, os.Stderr, os.NewFile(3, "result"))
+}
+
 // the child's exit code: 0, or 2 for a request it cannot read.
 func Serve(ctx context.Context, cl session.Cluster, connectErr error, req string, stdin io.Reader, stdout, stderr, result io.Writer) int {
 	var rq Request
