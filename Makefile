@@ -103,14 +103,15 @@ image-github: build ## FROM scratch image of the Actions hook (Dockerfile.github
 # over the changes bench/results.md records, and since); the goal is 5.5 MB
 # (issue 30), and a static Go binary with crypto/tls alone is 4.34 MB with
 # COLDPKGS's flags. The cap is the size at the last commit that changed it
-# (5,509,282 B, once the command line failed fast: a mistyped word refused
-# with a suggestion, one-line flag errors, `job check`, the status's
-# shell_error; 24 KB, issue 39; 5,484,706 B before, once `job attach` ran
-# `job stage` in its own process) plus two 4 KiB pages
+# (5,517,474 B, with `job exec`: the GitHub hook's last piece of _work and
+# its unpack over the job's stream, one exec fewer per prepare_job; 8 KB,
+# issue 40; 5,509,282 B before, once the command line failed fast: a
+# mistyped word refused with a suggestion, one-line flag errors, `job
+# check`, the status's shell_error; 24 KB, issue 39) plus two 4 KiB pages
 # (the linker grows the file in pages);
 # `make test` fails above it. Raise it only with the reason in the commit
 # message; lower it when PID 1 shrinks.
-MAXSIZE   := 5517474
+MAXSIZE   := 5525666
 
 size: build ## print PID 1's binary size, check it is static and at most MAXSIZE bytes
 	@s=$$(wc -c < $(BIN)); echo "$(BIN): $$s bytes (limit MAXSIZE $(MAXSIZE))"; file $(BIN) 2>/dev/null || true; \

@@ -924,3 +924,39 @@ func TestProtocolJobUser(t *testing.T) {
 	assert.Equal(t, "busy", w.Status(t)["state"])
 	protoEnd(t, w)
 }
+
+// job exec becomes its command (stdin, stdout and exit status are the
+// command's, run as the exec's own user and environment) only for the job
+// that holds the lease.
+func TestProtocolJobExec(t *testing.T) {
+	w := startWarmpod(t, wpOpts{})
+	exec := func(stdin string, args ...string) ExecResult {
+		return w.ExecWith(t, ExecOpts{Stdin: stdin}, append([]string{warmpodInRootfs, "job", "exec"}, args...)...)
+	}
+	r := exec("", "--job", "x1", "--", "true")
+	require.NoError(t, r.Err)
+	assert.Equal(t, exitUnavailable, r.ExitCode, "no job: %s", r)
+	protoStart(t, w, protoSpec{ID: "x1", Token: "tok-" + randHex(8), Timeout: "1h", Variables: []jobVar{{Key: "SECRET_X", Value: "s3cret"}}})
+	for _, tc := range []struct {
+		name  string
+		stdin string
+		args  []string
+		code  int
+		out   string
+	}{
+		{"stdin, stdout and the status are the command's", "abc", []string{"--job", "x1", "--", "sh", "-c", "cat; echo; exit 7"}, 7, "abc\n"},
+		{"not the job's environment", "", []string{"--job", "x1", "--", "sh", "-c", `echo "[$SECRET_X]"`}, 0, "[]\n"},
+		{"another job", "", []string{"--job", "x2", "--", "true"}, exitTempFail, ""},
+		{"no --job", "", []string{"--", "true"}, 2, ""},
+		{"no such command", "", []string{"--job", "x1", "--", "no-such-command-here"}, 127, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := exec(tc.stdin, tc.args...)
+			require.NoError(t, r.Err)
+			assert.Equal(t, tc.code, r.ExitCode, "%s", r)
+			if tc.out != "" {
+				assert.Equal(t, tc.out, r.Stdout)
+			}
+		})
+	}
+}

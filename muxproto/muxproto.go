@@ -149,9 +149,11 @@ type Open struct {
 // executors run by direct exec. start is one (its token goes on the
 // call's stdin, as on a direct exec, never on the executor's disk); not
 // attach itself, not env (it prints the job's secrets; no executor needs
-// it).
+// it). exec runs what a direct exec would (the GitHub hook's _work
+// unpack), for the job only: the stream spares the executor an exec of
+// its own.
 var commands = map[string]bool{"start": true, "stage": true, "cancel": true, "status": true, "wait": true,
-	"put": true, "end": true, "logs": true, "limits": true}
+	"put": true, "end": true, "logs": true, "limits": true, "exec": true}
 
 // Carried tells whether a stream carries argv (ARGV0 job COMMAND …, one
 // of the commands above); anything else (a shell, another program) the

@@ -85,6 +85,18 @@ type JobAttach struct{ Bin, Job string }
 // Argv returns the command line.
 func (c JobAttach) Argv() []string { return []string{c.Bin, "job", "attach", "--job", c.Job} }
 
+// JobExec is `warmpod job exec`: Command run as a direct exec would run
+// it, once Job holds the lease; the job's multiplexer stream carries it.
+type JobExec struct {
+	Bin, Job string
+	Command  []string
+}
+
+// Argv returns the command line.
+func (c JobExec) Argv() []string {
+	return append([]string{c.Bin, "job", "exec", "--job", c.Job, "--"}, c.Command...)
+}
+
 // JobPut is `warmpod job put`: exactly Size bytes with that SHA256 on
 // stdin, written atomically to Dest with Mode.
 type JobPut struct {

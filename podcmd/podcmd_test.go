@@ -29,6 +29,7 @@ func examples() map[string][]string {
 		"end":                 JobEnd{Bin: bin, Job: "4711"}.Argv(),
 		"status":              JobStatus{Bin: bin, Job: "4711"}.Argv(),
 		"attach":              JobAttach{Bin: bin, Job: "4711"}.Argv(),
+		"exec":                JobExec{Bin: bin, Job: "4711", Command: []string{"sh", "-c", "tar -xf -"}}.Argv(),
 		"put":                 JobPut{Bin: bin, Dest: "/__w/.warmpod-work.0001", Job: "4711", Size: 1 << 20, SHA256: sum, Mode: 0o600}.Argv(),
 		"limits":              JobLimits{Bin: bin, Within: 10 * time.Second, Shares: 1024, Weights: []uint64{39, 79}, Quota: 100000, Memory: 1 << 30}.Argv(),
 		"limits, memory only": JobLimits{Bin: bin, Within: 90 * time.Second, Memory: 512 << 20}.Argv(),

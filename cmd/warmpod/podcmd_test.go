@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,7 +30,14 @@ func TestPodCommandsParse(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(line), &argv))
 		require.Greater(t, len(argv), 2)
 		t.Run(name, func(t *testing.T) {
-			code, stderr := captureStderr(t, func() int { return run(append(argv[1:], "-h")) })
+			// -h before a "--" (what follows it is the command's own).
+			args := slices.Clone(argv[1:])
+			at := len(args)
+			if i := slices.Index(args, "--"); i >= 0 {
+				at = i
+			}
+			args = slices.Insert(args, at, "-h")
+			code, stderr := captureStderr(t, func() int { return run(args) })
 			assert.Equal(t, 2, code)
 			assert.True(t, strings.HasPrefix(stderr, "Usage of job "+argv[2]+":"), "warmpod refused %q:\n%s", argv, stderr)
 		})

@@ -42,6 +42,8 @@ type fakeCluster struct {
 	stepCode int
 	// breakPut makes the first n puts fail with a broken stream.
 	breakPut int
+	// noJobExec plays a warmpod older than `job exec`.
+	noJobExec bool
 }
 
 // argvs are f's execs' argv, in order.
@@ -73,6 +75,13 @@ func (f *fakeCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, st
 	_, _ = f.Cluster.Exec(ctx, p, argv, bytes.NewReader(in), io.Discard, io.Discard) // recorded
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if len(argv) > 6 && argv[1] == "job" && argv[2] == "exec" {
+		if f.noJobExec {
+			fmt.Fprintln(stderr, `warmpod: unknown job command "exec"`)
+			return 2, nil
+		}
+		argv = argv[slices.Index(argv, "--")+1:] // what it execs
+	}
 	switch {
 	case len(argv) > 2 && argv[1] == "job" && argv[2] == "start":
 		var s control.JobSpec

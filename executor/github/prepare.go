@@ -113,9 +113,9 @@ func (k *KubePods) PrepareJob(ctx context.Context, h *Hook, args PrepareJobArgs,
 	}
 	pod, p := prep.Pod, prep.Pool
 	st.Pod = pod
-	// _work goes in by exec of a shell of its own (the stream carries only
-	// warmpod's job commands); the multiplexer attaches meanwhile.
-	probed, err := h.sendWork(ctx, core.Log, k.Cluster, st)
+	// _work goes in by execs of their own, and its last piece with the
+	// unpack over the job's stream (sendWork).
+	probed, err := h.sendWork(ctx, core.Log, h.Mux.Wrap(k.Cluster, muxKey(st), st.Job, st.Pod, core.Log), st)
 	if err != nil {
 		core.End(context.WithoutCancel(ctx), &pod, st.Job, owner)
 		h.Mux.Stop(muxKey(st), st.Job, st.Pod, core.Log)

@@ -203,8 +203,9 @@ func TestSendWorkInParallel(t *testing.T) {
 	slices.Sort(names)
 	require.Greater(t, len(names), 10)
 	lastExec := argvs(f.fakeCluster)[len(argvs(f.fakeCluster))-1]
-	assert.Equal(t, "sh", lastExec[0], "the unpack goes last")
-	assert.Equal(t, names[len(names)-1], lastExec[7], "with the last piece (sh -c SCRIPT sh BIN job put DEST …)")
+	require.Greater(t, len(lastExec), 13)
+	assert.Equal(t, []string{"/warmpod/warmpod", "job", "exec", "--job", "gh-1", "--", "sh"}, lastExec[:7], "the unpack goes last, as a job exec")
+	assert.Equal(t, names[len(names)-1], lastExec[13], "with the last piece (job exec --job ID -- sh -c SCRIPT sh BIN job put DEST …)")
 	var archive []byte
 	for _, n := range names {
 		archive = append(archive, f.puts[n]...)
@@ -241,7 +242,7 @@ func TestSendWorkFails(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), strings.ReplaceAll(tc.wantErr, "%ROOT%", r.root))
 			for _, a := range argvs(f.fakeCluster) {
-				assert.NotEqual(t, "sh", a[0], "no unpack after a failure")
+				assert.NotContains(t, a, "sh", "no unpack after a failure")
 			}
 		})
 	}
@@ -335,7 +336,30 @@ func TestSendWorkPiecesGoByTheBulkTransport(t *testing.T) {
 		st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
 		_, err := h.sendWork(context.Background(), debugWriter{h.Stdout}, h.Cluster, st)
 		require.NoError(t, err)
-		require.Greater(t, len(argvs(f.fakeCluster)), 10)
-		assert.Equal(t, len(argvs(f.fakeCluster)), f.bulk, "lazy=%v: every exec of the transfer went by ExecBulk", lazy)
+		execs := argvs(f.fakeCluster)
+		require.Greater(t, len(execs), 10)
+		assert.Equal(t, len(execs)-1, f.bulk, "lazy=%v: every piece but the last went by ExecBulk", lazy)
+		assert.Equal(t, "exec", execs[len(execs)-1][2], "lazy=%v: the last, with the unpack, by Exec (the job's stream carries it)", lazy)
 	}
+}
+
+// A warmpod older than `job exec` says so (exit 2, "unknown job
+// command"): the last piece and its unpack go again as a plain direct
+// exec of sh, and the transfer succeeds.
+func TestSendWorkToAnOlderWarmpod(t *testing.T) {
+	r := newRunner(t)
+	r.write("repo/repo/big.bin", strings.Repeat("0123456789abcdef", 1000))
+	f := &bulkCluster{fakeCluster: &fakeCluster{noJobExec: true}}
+	h, _, _ := r.hook(nil)
+	h.Cluster = f
+	st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
+	_, err := h.sendWork(context.Background(), debugWriter{h.Stdout}, h.Cluster, st)
+	require.NoError(t, err)
+	execs := argvs(f.fakeCluster)
+	require.Greater(t, len(execs), 2)
+	n := len(execs)
+	assert.Equal(t, "exec", execs[n-2][2], "the last piece as a job exec")
+	assert.Equal(t, execs[n-2][6:], execs[n-1], "then the same command, unwrapped")
+	assert.Equal(t, n-1, f.bulk, "the plain one by direct exec (the bulk transport), as the other pieces")
+	assert.Len(t, f.puts, n-1, "every piece arrived")
 }

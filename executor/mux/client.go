@@ -73,6 +73,14 @@ func (c *Cluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin 
 	return c.Cluster.Exec(ctx, p, argv, stdin, stdout, stderr)
 }
 
+// ExecBulk runs a call of many bytes (session.BulkExecer: the pieces of
+// the GitHub hook's _work) by direct exec, never over the stream, where
+// it would hold up the job's other calls.
+func (c *Cluster) ExecBulk(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	c.direct.Add(1)
+	return session.BulkExec(c.Cluster)(ctx, p, argv, stdin, stdout, stderr)
+}
+
 // Delete deletes the job's pod through the multiplexer's connection when
 // it answers (cleanup then needs no connection of its own), directly
 // otherwise.

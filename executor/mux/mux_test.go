@@ -200,6 +200,22 @@ func TestCallsShareOneStream(t *testing.T) {
 	assert.Zero(t, d)
 }
 
+// A bulk call (session.BulkExecer: _work's pieces) never goes over the
+// stream, where it would hold up the job's other calls: it is a direct
+// exec, counted as one.
+func TestBulkCallsGoDirect(t *testing.T) {
+	sock, fp, _ := serve(t, time.Minute)
+	c := client(sock, "j1", fp, io.Discard)
+	code, err := session.BulkExec(c)(context.Background(), testPod, []string{"w", "job", "put"}, strings.NewReader("piece"), io.Discard, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, code)
+	assert.EqualValues(t, 1, fp.direct.Load())
+	assert.Zero(t, fp.attaches.Load(), "no stream opened for it")
+	m, d := c.Calls()
+	assert.Zero(t, m)
+	assert.EqualValues(t, 1, d)
+}
+
 func TestConcurrentCalls(t *testing.T) {
 	sock, fp, _ := serve(t, time.Minute)
 	c := client(sock, "j1", fp, io.Discard)
