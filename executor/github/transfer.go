@@ -98,19 +98,26 @@ func (h *Hook) putPieces(ctx context.Context, cancel context.CancelCauseFunc, cl
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first, last time.Time
+	// finish runs the unpack once every piece is in: with the last piece
+	// (p) when it is small enough for the job's stream, else alone.
+	finish := func(p *workPiece, n int) (string, error) {
+		wg.Wait()
+		if err := context.Cause(ctx); err != nil {
+			return "", putErr(err)
+		}
+		t := time.Now()
+		if !first.IsZero() {
+			tm.putWall = last.Sub(first)
+		}
+		defer func() { tm.last = time.Since(t) }()
+		if p != nil {
+			return h.putPiece(ctx, cl, st, *p, unpack)
+		}
+		return h.unpackPieces(ctx, cl, st, n)
+	}
 	for p := range pc.ready {
-		if p.last {
-			wg.Wait()
-			if err := context.Cause(ctx); err != nil {
-				return "", putErr(err)
-			}
-			t := time.Now()
-			if !first.IsZero() {
-				tm.putWall = last.Sub(first)
-			}
-			out, err := h.putPiece(ctx, cl, st, p, unpack)
-			tm.last = time.Since(t)
-			return out, err
+		if p.last && len(p.data) <= maxStreamPiece {
+			return finish(&p, 0)
 		}
 		select {
 		case sem <- struct{}{}:
@@ -137,10 +144,21 @@ func (h *Hook) putPieces(ctx context.Context, cancel context.CancelCauseFunc, cl
 			}
 			pc.release(p.data)
 		}()
+		if p.last {
+			return finish(nil, p.i+1)
+		}
 	}
 	wg.Wait()
 	return "", putErr(context.Cause(ctx))
 }
+
+// maxStreamPiece is the largest last piece that goes with the unpack over
+// the job's stream (carriedExec): the stream is a WebSocket exec whose
+// bytes are framed twice over, so a large piece is faster by the bulk
+// transport (SPDY first); 8.4 MB took about 300 ms more over the stream
+// on kube-e2e, about what the exec it spares costs. A larger last piece
+// goes as the others do, and the unpack alone over the stream.
+const maxStreamPiece = 1 << 20
 
 // putErr is the error of a transfer that stopped: a put's own error as
 // it is, a cancel of the job as one.
@@ -183,38 +201,28 @@ if [ -e /etc/alpine-release ]; then echo alpine; fi`
 // putPiece writes piece p into the pod, verified, and runs the shell
 // script then after it in the same exec when then is set (its stdout is
 // returned); it tries again, from the start of the piece, after a broken
-// stream or a digest mismatch (65), MaxStreamRetries times.
+// stream or a digest mismatch (65), MaxStreamRetries times. A piece alone
+// goes by the bulk transport (session.BulkExec); with then, the two go
+// as one `job exec` (carriedExec).
 func (h *Hook) putPiece(ctx context.Context, cl session.Cluster, st *State, p workPiece, then string) (string, error) {
 	dest := fmt.Sprintf("%s/.warmpod-work.%04d", workMount, p.i)
 	argv := podcmd.JobPut{Bin: st.Pod.Bin, Dest: dest, Job: st.Job, Size: len(p.data), SHA256: p.sum, Mode: 0o600}.Argv()
-	exec := session.BulkExec(cl)
-	var plain []string
+	run := func(out, errb *bytes.Buffer) (int, error) {
+		return session.BulkExec(cl)(ctx, st.Pod, argv, bytes.NewReader(p.data), out, errb)
+	}
 	if then != "" {
 		// The put's own argv as sh's positional parameters ("$@", no
 		// quoting to get wrong), then the script with $1 the next piece's
 		// number, as it expects.
 		argv = append([]string{"sh", "-c", `"$@" || exit $?` + "\nset -- " + strconv.Itoa(p.i+1) + "\n" + then, "sh"}, argv...)
-		// The last piece and its unpack go as `job exec`, which the
-		// job's multiplexer stream carries: prepare_job then has no exec
-		// of its own but the stream's (a round trip through the API
-		// server and the kubelet, and the container runtime's exec, is
-		// about a third of it: bench/github-kube.md).
-		plain = argv
-		argv, exec = podcmd.JobExec{Bin: st.Pod.Bin, Job: st.Job, Command: argv}.Argv(), cl.Exec
+		run = func(out, errb *bytes.Buffer) (int, error) { return carriedExec(ctx, cl, st, argv, p.data, out, errb) }
 	}
 	var last string
 	for attempt := 0; attempt <= h.Cfg.MaxStreamRetries; attempt++ {
 		var out, errb bytes.Buffer
-		code, err := exec(ctx, st.Pod, argv, bytes.NewReader(p.data), &out, &errb)
+		code, err := run(&out, &errb)
 		if err == nil && code == 0 {
 			return out.String(), nil
-		}
-		if err == nil && code == control.ExitUsage && plain != nil && strings.Contains(errb.String(), `unknown job command "exec"`) {
-			// A warmpod older than `job exec` (its only way to say so):
-			// the same command by a direct exec of its own, not a try.
-			argv, exec, plain = plain, session.BulkExec(cl), nil
-			attempt--
-			continue
 		}
 		if err == nil && code != control.ExitDataErr {
 			return "", session.Errorf("job put %s in pod %s: exit %d: %s", dest, st.Pod.Name, code, strings.TrimSpace(errb.String()))
@@ -226,6 +234,52 @@ func (h *Hook) putPiece(ctx context.Context, cl session.Cluster, st *State, p wo
 		fmt.Fprintf(debugWriter{h.Stdout}, "warmpod: piece %d of _work did not arrive whole (%s): sending it again\n", p.i, last)
 	}
 	return "", session.Errorf("job put %s in pod %s failed %d times: %s", dest, st.Pod.Name, h.Cfg.MaxStreamRetries+1, last)
+}
+
+// unpackPieces runs the unpack of n pieces already in the pod (a last
+// piece too large for the stream went by the bulk transport), as one
+// `job exec`, trying again after a broken stream (the unpack runs once:
+// its done mark), MaxStreamRetries times; it returns the unpack's output.
+func (h *Hook) unpackPieces(ctx context.Context, cl session.Cluster, st *State, n int) (string, error) {
+	argv := []string{"sh", "-c", "set -- " + strconv.Itoa(n) + "\n" + unpack}
+	var last error
+	for range h.Cfg.MaxStreamRetries + 1 {
+		var out, errb bytes.Buffer
+		code, err := carriedExec(ctx, cl, st, argv, nil, &out, &errb)
+		switch {
+		case err == nil && code == 0:
+			return out.String(), nil
+		case err == nil:
+			return "", session.Errorf("the unpack of _work in pod %s: exit %d: %s", st.Pod.Name, code, strings.TrimSpace(errb.String()))
+		case ctx.Err() != nil:
+			return "", session.Errorf("the unpack of _work: %v", context.Cause(ctx))
+		}
+		last = err
+	}
+	return "", session.Errorf("the unpack of _work in pod %s failed %d times: %v", st.Pod.Name, h.Cfg.MaxStreamRetries+1, last)
+}
+
+// carriedExec runs cmd in st's pod as `job exec` through cl, so that the
+// job's multiplexer stream carries it (cl.Exec): prepare_job then has no
+// exec of its own for it (a round trip through the API server, the
+// kubelet and the container runtime is about a third of prepare_job:
+// bench/github-kube.md). A warmpod older than `job exec` says so only as
+// an unknown command (exit 2): cmd then goes by a direct exec of its own.
+// stdin nil: none.
+func carriedExec(ctx context.Context, cl session.Cluster, st *State, cmd []string, stdin []byte, stdout, stderr *bytes.Buffer) (int, error) {
+	in := func() io.Reader {
+		if stdin == nil {
+			return nil
+		}
+		return bytes.NewReader(stdin)
+	}
+	code, err := cl.Exec(ctx, st.Pod, podcmd.JobExec{Bin: st.Pod.Bin, Job: st.Job, Command: cmd}.Argv(), in(), stdout, stderr)
+	if err == nil && code == control.ExitUsage && strings.Contains(stderr.String(), `unknown job command "exec"`) {
+		stdout.Reset()
+		stderr.Reset()
+		return session.BulkExec(cl)(ctx, st.Pod, cmd, in(), stdout, stderr)
+	}
+	return code, err
 }
 
 // writeWorkTar writes the tar archive of work to w (see sendWork for

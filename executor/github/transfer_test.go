@@ -363,3 +363,26 @@ func TestSendWorkToAnOlderWarmpod(t *testing.T) {
 	assert.Equal(t, n-1, f.bulk, "the plain one by direct exec (the bulk transport), as the other pieces")
 	assert.Len(t, f.puts, n-1, "every piece arrived")
 }
+
+// A last piece larger than the stream takes (maxStreamPiece) goes by the
+// bulk transport as the others do, and the unpack alone follows as a job
+// exec without stdin; all the pieces, the last too, arrive.
+func TestSendWorkLargeLastPieceGoesBulk(t *testing.T) {
+	r := newRunner(t)
+	r.write("repo/repo/big.bin", strings.Repeat("0123456789abcdef", (3*maxStreamPiece)/16))
+	f := &bulkCluster{fakeCluster: &fakeCluster{}}
+	h, _, _ := r.hook(nil)
+	h.Cfg.ChunkSize = 2 * maxStreamPiece // the last piece: a little over maxStreamPiece
+	h.Cluster = f
+	st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
+	_, err := h.sendWork(context.Background(), debugWriter{h.Stdout}, h.Cluster, st)
+	require.NoError(t, err)
+	execs := argvs(f.fakeCluster)
+	require.Len(t, execs, 3, "two pieces, then the unpack")
+	assert.Equal(t, 2, f.bulk, "both pieces by the bulk transport")
+	u := execs[2]
+	assert.Equal(t, []string{"/warmpod/warmpod", "job", "exec", "--job", "gh-1", "--", "sh", "-c"}, u[:8])
+	assert.True(t, strings.HasPrefix(u[8], "set -- 2\n"), "the unpack of 2 pieces: %q", u[8])
+	assert.Len(t, u, 9, "no put in it")
+	assert.Len(t, f.puts, 2)
+}
