@@ -5,6 +5,8 @@ package kubee2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -166,4 +168,20 @@ func warmHandover(t *testing.T, w *warmPod, id string) time.Duration {
 	require.Equal(t, 0, rc, "job end %s: %s %s", id, out, stderr)
 	require.Contains(t, out, `"state":"idle"`, "the warm pod must stay in service (--max-jobs=0)")
 	return took
+}
+
+// emptyGoProgram builds `func main() {}` with this test's Go toolchain,
+// static as the product's binaries are, and returns its path: what a
+// process start of any Go binary costs on this machine, beside the
+// product's own.
+func emptyGoProgram(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module empty\n\ngo 1.26\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644))
+	cmd := exec.Command("go", "build", "-o", "empty", ".")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return filepath.Join(dir, "empty")
 }
