@@ -16,7 +16,7 @@ const jobUsage = `usage: warmpod job COMMAND [--control-socket PATH] [--job ID] 
   start                                  claim the pod: one JSON job spec line on stdin
   check                                  check a job spec line on stdin as start would, without PID 1 (65: bad)
   run [--detach --stage NAME] -- cmd...  run in the job's environment (detached: as a stage of PID 1)
-  exec -- cmd...                         become cmd, as a direct exec would run it, while --job holds the lease
+  exec -- cmd...                         become cmd, as a direct exec would run it, once --job holds the lease
   stage --stage NAME --size N --sha256 HEX [--offset N] < script
                                          run a script as a stage, stream its output, exit with its code
   logs [--offset N] [--follow]           the job log as "<offset> <line>" (exit 100: log gone)

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -242,13 +243,26 @@ func (a *attacher) open(ctx context.Context, ch uint32, argv []string) {
 	// of the call's output.
 	cmd.Stdout = a.w.DataWriter(muxproto.TypeStdout, ch)
 	cmd.Stderr = a.w.DataWriter(muxproto.TypeStderr, ch)
+	group := argv[2] == "exec"
+	if group {
+		// job exec becomes a command that starts its own (the hook's
+		// unpack: cat, tar): in a process group of its own, a stopped
+		// call stops all of it, so nothing of it races the executor's
+		// retry of the same command.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
 	if err := cmd.Start(); err != nil {
 		refuse("%v", err)
 		return
 	}
 	// Our child, not yet waited for while it is in calls: Kill cannot
-	// reach another process.
-	c := &attachCall{stdin: newByteQueue(), stop: func() { _ = cmd.Process.Kill() }}
+	// reach another process, nor its group (the child leads it, and its
+	// pid is not reused before it is waited for).
+	stop := func() { _ = cmd.Process.Kill() }
+	if pid := cmd.Process.Pid; group && pid > 1 {
+		stop = func() { _ = syscall.Kill(-pid, syscall.SIGKILL) }
+	}
+	c := &attachCall{stdin: newByteQueue(), stop: stop}
 	a.calls[ch] = c
 	a.wg.Add(2)
 	go func() {

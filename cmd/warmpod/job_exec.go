@@ -12,7 +12,8 @@ import (
 
 // jobExec runs cmd in place of itself (execve: the same process, so its
 // stdin, stdout, stderr and exit status are cmd's) with this process's
-// user and environment, once --job holds the lease (renewed): what a
+// user and environment, once --job holds the lease (renewed; checked once,
+// at the start): what a
 // direct exec of cmd into the container does, as a command that the
 // job's multiplexer stream carries (muxproto.Carried), so the executor
 // needs no exec of its own for it (the GitHub hook's _work unpack). It is
@@ -45,9 +46,10 @@ func jobExec(args []string) int {
 		fmt.Fprintln(os.Stderr, "warmpod:", err)
 		return shellproxy.ExecErrorCode(err)
 	}
-	// syscall.Exec, not x/sys/unix's: it stops the Go runtime's other
-	// threads for the exec. The runtime's signal handlers and the
-	// close-on-exec descriptors go with it; stdin, stdout, stderr stay.
+	// syscall.Exec, not x/sys/unix's: it holds off new threads for the
+	// exec and gives cmd back the open-files limit the Go runtime raised
+	// at start. The runtime's signal handlers and the close-on-exec
+	// descriptors go with the exec; stdin, stdout, stderr stay.
 	err = syscall.Exec(path, argv, env)
 	fmt.Fprintln(os.Stderr, "warmpod:", err)
 	return shellproxy.ExecErrorCode(err)

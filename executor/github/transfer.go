@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warmpod/warmpod/control"
+	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/podcmd"
 )
@@ -35,7 +36,10 @@ import (
 // memory. The last piece goes after all the others have arrived, and its
 // exec unpacks them (see unpack) and tells whether the image is Alpine
 // (/etc/alpine-release), the answer prepare_job gives when the pool does
-// not say. A debug line gives where the time went (workTimings).
+// not say; a last piece of up to maxStreamPiece goes with the unpack as
+// one `job exec` over the job's stream, a larger one as the others do
+// and the unpack alone after it. A debug line gives where the time went
+// (workTimings).
 func (h *Hook) sendWork(ctx context.Context, log io.Writer, cl session.Cluster, st *State) (alpine bool, err error) {
 	work, err := h.workDir()
 	if err != nil {
@@ -182,8 +186,10 @@ func putErr(err error) error {
 // when it cannot be read). Every process it starts is prepare_job's time
 // in a pod whose cpu weight is its pool's request (10m in deploy/), so it
 // starts only those that do work: the shell's builtins for the clock (no
-// command substitution, which forks), the done mark and the checks of
-// what is already there, and no cat for a single piece.
+// command substitution, which forks), the done mark and the check of the
+// _temp directories the archive brings, and no cat for a single piece.
+// The /github links are made always: a fresh pod has none, and a link
+// the image brings may point elsewhere.
 const unpack = `set -e
 cd /__w
 read -r a _ </proc/uptime 2>/dev/null || a=
@@ -195,7 +201,7 @@ else
   if [ -n "$a" ] && [ -n "$b" ]; then echo "warmpod-extract-cs $((${b%.*}${b#*.} - ${a%.*}${a#*.}))"; fi
 fi
 [ -d _temp/_github_home ] && [ -d _temp/_github_workflow ] || mkdir -p _temp/_github_home _temp/_github_workflow
-[ -L /github/home ] && [ -L /github/workflow ] || { mkdir -p /github && ln -sfn /__w/_temp/_github_home /github/home && ln -sfn /__w/_temp/_github_workflow /github/workflow; } 2>/dev/null || echo "no /github: read-only root file system?" >&2
+{ mkdir -p /github && ln -sfn /__w/_temp/_github_home /github/home && ln -sfn /__w/_temp/_github_workflow /github/workflow; } 2>/dev/null || echo "no /github: read-only root file system?" >&2
 if [ -e /etc/alpine-release ]; then echo alpine; fi`
 
 // putPiece writes piece p into the pod, verified, and runs the shell
@@ -263,8 +269,9 @@ func (h *Hook) unpackPieces(ctx context.Context, cl session.Cluster, st *State, 
 // job's multiplexer stream carries it (cl.Exec): prepare_job then has no
 // exec of its own for it (a round trip through the API server, the
 // kubelet and the container runtime is about a third of prepare_job:
-// bench/github-kube.md). A warmpod older than `job exec` says so only as
-// an unknown command (exit 2): cmd then goes by a direct exec of its own.
+// bench/github-kube.md). A warmpod older than `job exec` refuses it
+// (its attach, or an unknown command, exit 2): cmd then goes by a direct
+// exec of its own.
 // stdin nil: none.
 func carriedExec(ctx context.Context, cl session.Cluster, st *State, cmd []string, stdin []byte, stdout, stderr *bytes.Buffer) (int, error) {
 	in := func() io.Reader {
@@ -274,7 +281,10 @@ func carriedExec(ctx context.Context, cl session.Cluster, st *State, cmd []strin
 		return bytes.NewReader(stdin)
 	}
 	code, err := cl.Exec(ctx, st.Pod, podcmd.JobExec{Bin: st.Pod.Bin, Job: st.Job, Command: cmd}.Argv(), in(), stdout, stderr)
-	if err == nil && code == control.ExitUsage && strings.Contains(stderr.String(), `unknown job command "exec"`) {
+	// Through the job's multiplexer, an older attach refuses the call
+	// (mux.ErrRefused); by direct exec, an older warmpod says it does not
+	// know the command.
+	if errors.Is(err, mux.ErrRefused) || err == nil && code == control.ExitUsage && strings.Contains(stderr.String(), `unknown job command "exec"`) {
 		stdout.Reset()
 		stderr.Reset()
 		return session.BulkExec(cl)(ctx, st.Pod, cmd, in(), stdout, stderr)

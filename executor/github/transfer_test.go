@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/executor/session"
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -385,4 +386,36 @@ func TestSendWorkLargeLastPieceGoesBulk(t *testing.T) {
 	assert.True(t, strings.HasPrefix(u[8], "set -- 2\n"), "the unpack of 2 pieces: %q", u[8])
 	assert.Len(t, u, 9, "no put in it")
 	assert.Len(t, f.puts, 2)
+}
+
+// Through the job's multiplexer, an older attach refuses the job exec
+// (mux.ErrRefused): the command goes again as a plain direct exec.
+func TestSendWorkToAnOlderAttach(t *testing.T) {
+	r := newRunner(t)
+	r.write("repo/repo/small.txt", "hello")
+	f := &refusingCluster{bulkCluster: &bulkCluster{fakeCluster: &fakeCluster{}}}
+	h, _, _ := r.hook(nil)
+	h.Cluster = f
+	st := &State{Job: "gh-1", Pod: poolapi.Pod{Name: "w1", Bin: "/warmpod/warmpod"}}
+	_, err := h.sendWork(context.Background(), debugWriter{h.Stdout}, h.Cluster, st)
+	require.NoError(t, err)
+	execs := argvs(f.fakeCluster)
+	require.NotEmpty(t, execs)
+	assert.Equal(t, "sh", execs[len(execs)-1][0], "the last piece and the unpack, unwrapped, by direct exec")
+	assert.Equal(t, 1, f.refused)
+}
+
+// refusingCluster refuses every job exec as an older attach does through
+// the multiplexer.
+type refusingCluster struct {
+	*bulkCluster
+	refused int
+}
+
+func (c *refusingCluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	if len(argv) > 2 && argv[2] == "exec" {
+		c.refused++
+		return 0, fmt.Errorf("%w: job attach runs only the warmpod job commands of muxproto.Carried", mux.ErrRefused)
+	}
+	return c.bulkCluster.Exec(ctx, p, argv, stdin, stdout, stderr)
 }

@@ -43,6 +43,12 @@ type Cluster struct {
 // and how many directly (the driver's timings record them).
 func (c *Cluster) Calls() (viaMux, direct int64) { return c.viaMux.Load(), c.direct.Load() }
 
+// ErrRefused: the pod's `job attach` refused a call the multiplexer had
+// taken, before running anything of it (an older warmpod that does not
+// carry the command, or a job that ended). Its stdin may have been read,
+// so only the caller, which holds the bytes, can send it another way.
+var ErrRefused = errors.New("the pod's job attach refused the call")
+
 // errUnavailable: the multiplexer did not take the call; nothing of its
 // stdin was read.
 var errUnavailable = errors.New("multiplexer unavailable")
@@ -58,7 +64,7 @@ const answerTimeout = 20 * time.Second
 // reattaches with --offset.
 func (c *Cluster) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	// Only warmpod's own job commands go over the stream (attach runs
-	// nothing else); a shell (the workspace transfer) goes direct.
+	// nothing else; a shell goes as `job exec`), others direct.
 	if c.usable() && p.UID == c.Pod.UID && muxproto.Carried(argv) {
 		code, err := c.call(ctx, argv, stdin, stdout, stderr)
 		if !errors.Is(err, errUnavailable) {
@@ -244,6 +250,9 @@ func (c *Cluster) call(ctx context.Context, argv []string, stdin io.Reader, stdo
 			var x muxproto.Exit
 			if err := muxproto.Decode(f, &x); err != nil {
 				return 0, err
+			}
+			if x.Refused {
+				return 0, fmt.Errorf("%w: %s", ErrRefused, x.Error)
 			}
 			if x.Error != "" {
 				return 0, errors.New(x.Error)

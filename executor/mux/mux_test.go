@@ -98,6 +98,8 @@ func (f *fakePod) Exec(ctx context.Context, p poolapi.Pod, argv []string, stdin 
 			}
 			argvOf[fr.Channel] = o.Argv
 			switch o.Argv[2] {
+			case "exec": // an attach older than job exec
+				_ = w.WriteJSON(muxproto.TypeExit, fr.Channel, muxproto.Exit{Error: "job attach runs only the warmpod job commands of muxproto.Carried", Refused: true})
 			case "status":
 				code, _ := strconv.Atoi(o.Argv[3])
 				_ = w.Write(muxproto.TypeStderr, fr.Channel, []byte("bye\n"))
@@ -214,6 +216,20 @@ func TestBulkCallsGoDirect(t *testing.T) {
 	m, d := c.Calls()
 	assert.Zero(t, m)
 	assert.EqualValues(t, 1, d)
+}
+
+// A call the pod's attach refuses after the multiplexer took it (an
+// older warmpod that does not carry the command) is ErrRefused, for the
+// caller to send another way; the stream stays up for the others.
+func TestARefusedCallIsErrRefused(t *testing.T) {
+	sock, fp, _ := serve(t, time.Minute)
+	c := client(sock, "j1", fp, io.Discard)
+	_, err := c.Exec(context.Background(), testPod, []string{"w", "job", "exec", "--job", "j1", "--", "sh"}, strings.NewReader("x"), io.Discard, io.Discard)
+	require.ErrorIs(t, err, ErrRefused)
+	code, err := c.Exec(context.Background(), testPod, []string{"w", "job", "status", "0"}, nil, io.Discard, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, code)
+	assert.EqualValues(t, 1, fp.attaches.Load())
 }
 
 func TestConcurrentCalls(t *testing.T) {
