@@ -14,6 +14,14 @@ import (
 // a margin for pulling a job image. A longer guess keeps more pods warm.
 const DefaultPodStart = 30 * time.Second
 
+// MaxPodStart caps the pod start time Decide and the profile's lead use. The
+// demand term counts the claims within one pod start: with no cap, a slow
+// node (an image pull that stalls, a node short of CPU) would lengthen the
+// window, ask for more pods, load the node further and feed back (issue
+// 41). Two minutes is four times the slowest cold start measured on
+// kube-e2e (bench/cold-pod-timeline.md) with an image pull.
+const MaxPodStart = 2 * time.Minute
+
 // Observation is what the controller saw of one pool at the time of a
 // decision. Negative counts read as 0.
 type Observation struct {
@@ -42,6 +50,10 @@ type Observation struct {
 	// size (the sum of its increases of replicas) in the minute before now,
 	// for max_growth_rate.
 	ScaledUpLastMinute int
+	// Forecast is what the pool's learned Profile expects from now until one
+	// pod start ahead (Profile.Forecast); the zero Forecast when nothing is
+	// learned or expected.
+	Forecast Forecast
 }
 
 // Reason is the rule that set a Decision's idle count: the reason of the
@@ -58,6 +70,10 @@ const (
 	// ReasonDemand: the recent claims need more than the schedule: the most
 	// claims of the last idle_time that arrived within one pod start time.
 	ReasonDemand Reason = "demand"
+	// ReasonProfile: the pool's learned profile expects more, within one
+	// pod start, than the schedule and the recent claims ask for: a
+	// pipeline that recurs at this time of day or of the week.
+	ReasonProfile Reason = "profile"
 	// ReasonIdleTime: no claim for idle_time, so the pool goes back to the
 	// period's idle_count (below its current size).
 	ReasonIdleTime Reason = "idle_time"
@@ -79,6 +95,8 @@ type Terms struct {
 	// Demand is the most claims (warm and cold) of the last idle_time that
 	// arrived within one pod start time.
 	Demand int
+	// Profile is what the learned profile expects (Forecast.Pods).
+	Profile int
 }
 
 // Decision is the idle count a pool should have now, and why.
@@ -100,7 +118,8 @@ type Decision struct {
 // Decide returns how many idle pods the pool should have at now under policy
 // p. With per the active period (Policy.Active):
 //
-//	target = max(idle_count, scale term, demand term), clamped to [min, max],
+//	target = max(idle_count, scale term, demand term, profile term),
+//	         clamped to [min, max],
 //	         then to current + what max_growth_rate still allows
 //
 // The scale term is GitLab's: idle capacity = max(idle_count, in use ×
@@ -114,6 +133,9 @@ type Decision struct {
 // GitLab's idle_time for a pool: capacity the demand needed stays until
 // idle_time after that demand, and idle_time after the last claim the pool is
 // back at idle_count (0 = scale to zero; idle_time 0 = demand keeps nothing).
+// The profile term is what the pool's learned Profile expects within one pod
+// start (Observation.Forecast): the recurring demand that comes before any
+// claim of today shows it. The pod start used is capped at MaxPodStart.
 // Growth is limited, a shrink never is: the caller removes idle pods, never
 // busy ones.
 func Decide(p Policy, obs Observation, now time.Time) Decision {
@@ -123,8 +145,9 @@ func Decide(p Policy, obs Observation, now time.Time) Decision {
 	if start <= 0 {
 		start = DefaultPodStart
 	}
-	start = max(start, time.Second)
-	t := Terms{IdleCount: per.IdleCount, Scale: scaleTerm(per, obs.Busy), Demand: demandTerm(obs, now, start, per.IdleTime)}
+	start = min(max(start, time.Second), MaxPodStart)
+	t := Terms{IdleCount: per.IdleCount, Scale: scaleTerm(per, obs.Busy), Demand: demandTerm(obs, now, start, per.IdleTime),
+		Profile: min(max(obs.Forecast.Pods, 0), MaxCount)}
 	current := obs.Idle + obs.Starting
 	d := Decision{Idle: t.IdleCount, Reason: ReasonPeriod, Period: idx, Terms: t}
 	var notes []string
@@ -133,6 +156,10 @@ func Decide(p Policy, obs Observation, now time.Time) Decision {
 	}
 	if t.Demand > d.Idle {
 		d.Idle, d.Reason = t.Demand, ReasonDemand
+	}
+	if t.Profile > d.Idle {
+		d.Idle, d.Reason = t.Profile, ReasonProfile
+		notes = append(notes, obs.Forecast.Why)
 	}
 	last := lastClaim(obs)
 	if d.Reason == ReasonPeriod && current > d.Idle && !last.IsZero() && now.Sub(last) >= per.IdleTime {
@@ -240,6 +267,9 @@ func message(d Decision, start time.Duration, per Period, notes []string) string
 	}
 	fmt.Fprintf(&b, " idle_count %d; scale_factor %d; demand %d (most claims within one pod start of %s in the last idle_time %s)",
 		d.Terms.IdleCount, d.Terms.Scale, d.Terms.Demand, start, per.IdleTime)
+	if d.Terms.Profile > 0 {
+		fmt.Fprintf(&b, "; profile %d", d.Terms.Profile)
+	}
 	for _, n := range notes {
 		b.WriteString("; " + n)
 	}

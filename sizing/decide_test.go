@@ -130,8 +130,28 @@ func TestDecide(t *testing.T) {
 			obs: Observation{Idle: 9}, idle: 2, reason: ReasonPeriod, terms: Terms{IdleCount: 2},
 		},
 		{
+			name: "demand: a slow node's pod start is capped", policy: "- idle_count: 0\n  idle_time: 30m",
+			obs:  Observation{PodStart: 20 * time.Minute, Claims: times(now.Add(-10*time.Minute), 10, time.Minute)},
+			idle: 2, reason: ReasonDemand, terms: Terms{Demand: 2},
+		},
+		{
+			name: "profile: a recurring burst ahead", policy: "- idle_count: 1\n  idle_time: 5m",
+			obs:  Observation{Forecast: Forecast{Pods: 30, Why: "pre-warming 30 for Mon 11:00 UTC"}},
+			idle: 30, reason: ReasonProfile, terms: Terms{IdleCount: 1, Profile: 30},
+		},
+		{
+			name: "profile below the demand: demand", policy: "- idle_count: 0\n  idle_time: 10m",
+			obs: Observation{PodStart: 20 * time.Second, Claims: times(now.Add(-15*time.Second), 6, 2*time.Second),
+				Forecast: Forecast{Pods: 4}},
+			idle: 6, reason: ReasonDemand, terms: Terms{Demand: 6, Profile: 4},
+		},
+		{
+			name: "a period's max overrides the profile", policy: "- idle_count: 0\n  max: 5",
+			obs: Observation{Forecast: Forecast{Pods: 30}}, idle: 5, reason: ReasonMax, terms: Terms{Profile: 30},
+		},
+		{
 			name: "negative observations read as zero", policy: "- idle_count: 1\n  scale_factor: 1",
-			obs: Observation{Idle: -3, Starting: -1, Busy: -7}, idle: 1, reason: ReasonPeriod, terms: Terms{IdleCount: 1},
+			obs: Observation{Idle: -3, Starting: -1, Busy: -7, Forecast: Forecast{Pods: -2}}, idle: 1, reason: ReasonPeriod, terms: Terms{IdleCount: 1},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,231 @@
+package sizing
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// monday is a Monday, 00:00 UTC.
+var monday = time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+
+// burst is n claims a second apart from at: a pipeline's jobs reaching the
+// runner. Within the 30 s pod start of these tests, up to 30 of them count
+// as one peak.
+func burst(at time.Time, n int) []time.Time {
+	ts := make([]time.Time, n)
+	for i := range ts {
+		ts[i] = at.Add(time.Duration(i) * time.Second)
+	}
+	return ts
+}
+
+// learner plays claims into a Profile as the controller does: a fold every
+// minute with the claims of the last day (the tracker's history).
+type learner struct {
+	p      Profile
+	claims []time.Time
+	known  time.Time
+	now    time.Time
+}
+
+func newLearner(start time.Time) *learner { return &learner{known: start, now: start} }
+
+// until folds minute by minute up to t, with the claims that arrived by then.
+func (l *learner) until(t time.Time, claims ...time.Time) {
+	l.claims = append(l.claims, claims...)
+	for ; !l.now.After(t); l.now = l.now.Add(time.Minute) {
+		var recent []time.Time
+		for _, c := range l.claims {
+			if !c.After(l.now) && c.After(l.now.Add(-24*time.Hour)) {
+				recent = append(recent, c)
+			}
+		}
+		l.p.Fold(recent, 30*time.Second, l.known, l.now)
+	}
+}
+
+// forecast is what the profile expects at t, a pod start of 30 s ahead.
+func (l *learner) forecast(t time.Time) Forecast { return l.p.Forecast(t, 30*time.Second) }
+
+func day(d int, hh, mm int) time.Time {
+	return monday.AddDate(0, 0, d).Add(time.Duration(hh)*time.Hour + time.Duration(mm)*time.Minute)
+}
+
+// A pipeline of 30 jobs at 11:00 each weekday is warm from its second day,
+// with no period written; the weekend and the other hours stay cold.
+func TestProfileDailyPipelineWarmFromItsSecondDay(t *testing.T) {
+	l := newLearner(monday)
+	for d := range 12 {
+		before := day(d, 10, 58)
+		l.until(before)
+		f := l.forecast(before)
+		weekday := monday.AddDate(0, 0, d).Weekday() != time.Saturday && monday.AddDate(0, 0, d).Weekday() != time.Sunday
+		switch {
+		case d == 0:
+			assert.Zero(t, f.Pods, "day 0: nothing learned yet")
+		case weekday:
+			assert.Equal(t, 30, f.Pods, "day %d (%s)", d, before.Weekday())
+			assert.Equal(t, day(d, 11, 0), f.At)
+			assert.Contains(t, f.Why, "pre-warming 30 for "+before.Format("Mon")+" 11:00 UTC")
+		default:
+			assert.Zero(t, f.Pods, "day %d (%s): no pipeline on weekends", d, before.Weekday())
+		}
+		assert.Zero(t, l.forecast(day(d, 15, 0)).Pods, "day %d: 15:00 has no demand", d)
+		if weekday {
+			l.until(day(d, 11, 2), burst(day(d, 11, 0), 30)...)
+		}
+	}
+	assert.Contains(t, l.forecast(day(11, 10, 58)).Why, "seen on 8 of the last 8 weekdays")
+}
+
+// A Monday-only pipeline is warm from its second week. In its first two
+// weeks the daily series pre-warms the days after each Monday, fewer pods
+// each day (it could have been a daily pipeline); from the third week the
+// weekly series has seen those days without it, and nothing else is
+// pre-warmed.
+func TestProfileWeeklyPipelineWarmFromItsSecondWeek(t *testing.T) {
+	l := newLearner(monday)
+	others := map[int]int{}
+	for d := range 28 {
+		before := day(d, 8, 58)
+		l.until(before)
+		f := l.forecast(before)
+		switch wd := before.Weekday(); {
+		case wd == time.Monday && d == 0:
+			assert.Zero(t, f.Pods)
+		case wd == time.Monday:
+			assert.Equal(t, 20, f.Pods, "day %d", d)
+			assert.Contains(t, f.Why, "weeks")
+		case f.Pods > 0:
+			others[d] = f.Pods
+		}
+		if before.Weekday() == time.Monday {
+			l.until(day(d, 9, 2), burst(day(d, 9, 0), 20)...)
+		}
+	}
+	assert.Equal(t, map[int]int{1: 20, 2: 5, 3: 1, 8: 20, 9: 5, 10: 1}, others, "pods pre-warmed at 08:58 on other days, by day")
+}
+
+// A one-off burst in a pool that ran quiet for two weeks is pre-warmed for
+// the next day and the same weekday of the next week (it could have been
+// a daily or a weekly pipeline's first run), and at no other time: it does
+// not leave a week of idle pods behind.
+func TestProfileOneOffBurstIsForgotten(t *testing.T) {
+	l := newLearner(monday)
+	at := day(16, 14, 0) // a Wednesday, after two quiet weeks
+	l.until(at.Add(-time.Minute))
+	l.until(at.Add(2*time.Minute), burst(at, 30)...)
+	podMinutes := map[int]int{}
+	for m := at.Add(10 * time.Minute); m.Before(at.AddDate(0, 0, 15)); m = m.Add(time.Minute) {
+		l.until(m)
+		if f := l.forecast(m); f.Pods > 0 {
+			podMinutes[int(m.Sub(at.Add(-time.Hour))/(24*time.Hour))] += f.Pods
+		}
+	}
+	// Each pre-warm asks for the pods over the 10 minutes from five
+	// minutes and one pod start before the slot to the slot's end. Then
+	// the slot's miss is folded: the daily series no longer counts (the
+	// week says that day is quiet), the weekly level falls to a quarter
+	// and stays asked for the next five minutes (the slot before now).
+	assert.Equal(t, map[int]int{1: 30 * 10, 7: 30*10 + 8*5, 14: 8*10 + 2*5}, withoutZeros(podMinutes), "pod-minutes by day after the burst")
+}
+
+func withoutZeros(m map[int]int) map[int]int {
+	out := map[int]int{}
+	for k, v := range m {
+		if v != 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// A profile survives a restart: what Marshal wrote reads back to the same
+// forecasts, and the new process goes on learning from where it was.
+func TestProfileSurvivesARestart(t *testing.T) {
+	l := newLearner(monday)
+	for d := range 9 {
+		l.until(day(d, 11, 2), burst(day(d, 11, 0), 30)...)
+	}
+	l.until(day(9, 9, 0))
+	text := l.p.Marshal()
+	assert.Less(t, len(text), 200, "a profile with one recurring slot is small")
+	back, err := UnmarshalProfile(text)
+	require.NoError(t, err)
+	for m := day(9, 9, 0); m.Before(day(16, 9, 0)); m = m.Add(5 * time.Minute) {
+		require.Equal(t, l.p.Forecast(m, 30*time.Second), back.Forecast(m, 30*time.Second), "at %s", m)
+	}
+	assert.Equal(t, text, back.Marshal())
+	// A new leader, an hour later, learns on.
+	l2 := &learner{p: back, known: day(9, 10, 0), now: day(9, 10, 0)}
+	l2.until(day(9, 11, 2), burst(day(9, 11, 0), 30)...)
+	l2.until(day(10, 10, 58))
+	assert.Equal(t, 30, l2.forecast(day(10, 10, 58)).Pods)
+	assert.Contains(t, l2.forecast(day(10, 10, 58)).Why, "seen on 8 of the last 8 weekdays")
+}
+
+// Slots the controller did not see (it was not running, or not leading)
+// are not misses: nothing is folded for them.
+func TestProfileSkipsWhatItDidNotSee(t *testing.T) {
+	var p Profile
+	p.Fold(burst(day(0, 11, 0), 30), 30*time.Second, day(0, 12, 0), day(0, 13, 0))
+	assert.Zero(t, p.Forecast(day(1, 10, 58), 30*time.Second).Pods, "the burst was before the controller knew the pool")
+	assert.Equal(t, slotOf(day(0, 12, 0)), p.since)
+	assert.Equal(t, slotOf(day(0, 13, 0)), p.through)
+	// Down for two days: the next fold starts at the new known time, and
+	// never folds more than a week.
+	p.Fold(nil, 30*time.Second, day(2, 13, 0), day(2, 14, 0))
+	assert.Equal(t, slotOf(day(0, 12, 0)), p.since)
+	q := Profile{}
+	q.Fold(nil, 30*time.Second, day(0, 0, 0), day(30, 0, 0))
+	assert.Equal(t, slotOf(day(23, 0, 0)), q.since, "a fold covers a week at most")
+	// A clock that went back folds nothing.
+	q.Fold(burst(day(29, 0, 0), 5), 30*time.Second, day(0, 0, 0), day(29, 0, 0))
+	assert.Equal(t, slotOf(day(30, 0, 0)), q.through)
+}
+
+func TestUnmarshalProfileRefuses(t *testing.T) {
+	var good Profile
+	good.Fold(burst(day(0, 11, 0), 3), 30*time.Second, day(0, 0, 0), day(0, 12, 0))
+	ok := good.Marshal()
+	for name, text := range map[string]string{
+		"empty":         "",
+		"not base64":    "!!!",
+		"version 2":     "Ag",
+		"cut":           ok[:len(ok)-2],
+		"trailing":      ok + "AA",
+		"too long":      strings.Repeat("A", MaxProfileBytes+1),
+		"bad header":    "AQIB",    // since 2 > through 1
+		"table too big": "AQAA/w8", // a week table of 2,047 entries: more than a week has slots
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := UnmarshalProfile(text)
+			require.Error(t, err)
+			assert.True(t, strings.HasPrefix(err.Error(), "profile: "), err.Error())
+		})
+	}
+}
+
+// FuzzUnmarshalProfile: any text is refused or read; what is read marshals
+// back to text that reads to the same profile, and forecasts without a panic.
+func FuzzUnmarshalProfile(f *testing.F) {
+	var p Profile
+	p.Fold(burst(day(0, 11, 0), 30), 30*time.Second, day(0, 0, 0), day(3, 0, 0))
+	f.Add(p.Marshal())
+	f.Add("AQAAAAAA")
+	f.Fuzz(func(t *testing.T, text string) {
+		q, err := UnmarshalProfile(text)
+		if err != nil {
+			return
+		}
+		again, err := UnmarshalProfile(q.Marshal())
+		require.NoError(t, err)
+		require.Equal(t, q, again)
+		_ = q.Forecast(day(3, 10, 58), time.Minute)
+		q.Fold(nil, time.Minute, day(3, 0, 0), day(3, 1, 0))
+	})
+}
