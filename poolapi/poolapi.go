@@ -91,6 +91,11 @@ const (
 	// policy is found invalid, so that `kubectl get deploy -o
 	// custom-columns=…warmpod\.dev/sizing` shows it.
 	AnnotationSizing = "warmpod.dev/sizing"
+	// AnnotationProfile is where the pool controller saves the pool's
+	// learned demand (sizing.Profile.Marshal), so that a new leader or a
+	// restarted controller goes on from it. Written by the controller
+	// only; deleting it makes the pool learn anew.
+	AnnotationProfile = "warmpod.dev/demand-profile"
 )
 
 // Annotations by which the drivers tell the pool controller what a pool's
@@ -131,7 +136,7 @@ func Keys() []string {
 	return []string{
 		LabelPool, LabelState, LabelConfig, LabelTemplateHash, LabelJob, LabelServer, LabelRunner,
 		AnnotationBin, AnnotationAlpine, AnnotationRunnerHelper,
-		AnnotationDefaultPool, AnnotationPolicy, AnnotationSizing,
+		AnnotationDefaultPool, AnnotationPolicy, AnnotationSizing, AnnotationProfile,
 		AnnotationClaimedAt, AnnotationClaimWait, AnnotationColdReason, AnnotationRetiring, AnnotationDeletionCost,
 	}
 }

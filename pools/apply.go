@@ -224,14 +224,19 @@ func (c *Controller) unmarkStale(ctx context.Context, retiring []*corev1.Pod, no
 	return errors.Join(errs...)
 }
 
-// writeStatus writes st into d's poolapi.AnnotationSizing (a merge patch of that
-// one annotation).
+// writeStatus writes st into d's poolapi.AnnotationSizing.
 func (c *Controller) writeStatus(ctx context.Context, d *appsv1.Deployment, st Status) error {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{poolapi.AnnotationSizing: string(b)}}})
-	_, err = c.cs.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	return c.patchAnnotation(ctx, d, poolapi.AnnotationSizing, string(b))
+}
+
+// patchAnnotation sets one annotation of d (a merge patch of that one key:
+// what a person or another writer set beside it stays).
+func (c *Controller) patchAnnotation(ctx context.Context, d *appsv1.Deployment, key, value string) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	_, err := c.cs.AppsV1().Deployments(d.Namespace).Patch(ctx, d.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }

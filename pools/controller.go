@@ -184,8 +184,15 @@ func (c *Controller) Start(ctx context.Context) error {
 	// are in the seeded figure already.
 	if deps, err := c.deps.Deployments(c.cfg.Namespace).List(poolSelector()); err == nil {
 		for _, d := range deps {
+			key := d.Namespace + "/" + d.Name
 			if s := readStatus(d); !s.DecidedAt.IsZero() {
-				c.tracker.Seed(d.Namespace+"/"+d.Name, s)
+				c.tracker.Seed(key, s)
+			}
+			if text, ok := d.Annotations[poolapi.AnnotationProfile]; ok {
+				if err := c.tracker.SeedProfile(key, text); err != nil {
+					// Advice, like the status: the pool learns anew.
+					c.log.Warn("the pool's saved demand profile does not read; learning anew", "pool", d.Name, "err", err)
+				}
 			}
 		}
 	}
@@ -323,7 +330,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		delete(c.invalid, key)
 		c.m.policyValid.WithLabelValues(d.Namespace, d.Name).Set(1)
 		pp := sortPods(byPool[d.Name])
-		obs := pp.observation(c.tracker, key, now)
+		obs := pp.observation(c.tracker, key, c.started, now)
 		_, per := pol.Active(now)
 		x := decided{d: d, key: key, pods: pp, dec: sizing.Decide(pol, obs, now), per: per, start: obs.PodStart}
 		x.claims = append(obs.Claims, obs.ColdStarts...)
@@ -337,7 +344,29 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		demands[i] = sizing.Demand{Name: x.d.Name, Desired: x.dec.Idle, Min: x.per.Min, RecentClaims: x.dec.Terms.Demand,
 			MilliCPU: x.cpu, MemoryBytes: x.mem}
 	}
-	return c.applyAll(ctx, ds, sizing.Share(c.cfg.Budget, demands), now)
+	err = c.applyAll(ctx, ds, sizing.Share(c.cfg.Budget, demands), now)
+	return errors.Join(err, c.saveProfiles(ctx, ds, now))
+}
+
+// saveProfiles persists the learned profiles that changed, each
+// ProfileSaveEvery after its first change, into the pool's poolapi.AnnotationProfile (a
+// merge patch of that one annotation). Errors: the API server's, joined;
+// the profile is saved at the next decision.
+func (c *Controller) saveProfiles(ctx context.Context, ds []decided, now time.Time) error {
+	var errs []error
+	for _, x := range ds {
+		text, ok := c.tracker.ProfileToSave(x.key, now)
+		if !ok {
+			continue
+		}
+		if err := c.patchAnnotation(ctx, x.d, poolapi.AnnotationProfile, text); err != nil {
+			c.m.errors.WithLabelValues("profile").Inc()
+			errs = append(errs, fmt.Errorf("pool %s: saving its demand profile: %w", x.d.Name, err))
+			continue
+		}
+		c.tracker.ProfileSaved(x.key)
+	}
+	return errors.Join(errs...)
 }
 
 // parsedPolicy is a policy's text and what it parsed to.

@@ -18,6 +18,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
@@ -251,4 +252,49 @@ func TestGrowthIsWrittenFirst(t *testing.T) {
 	}
 	require.NoError(t, h.c.Reconcile(context.Background()))
 	assert.Equal(t, []string{"b-grows", "a-shrinks"}, order)
+}
+
+// A pipeline the controller saw on Monday at 11:00 is pre-warmed on
+// Tuesday at 10:58 with no period written, by a new leader: the learned
+// profile is saved on the pool (ProfileSaveEvery after it learned) and
+// read back at the takeover.
+func TestLearnedProfileSurvivesATakeover(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 11, 30, 10, 55, 0, 0, time.UTC) // a Monday
+	h := newHarness(t, start, sizing.Budget{}, poolDeployment("alpine", "- idle_count: 0\n  idle_time: 5m", 0))
+	h.clock.Step(6 * time.Minute) // 11:01
+	for i := range 20 {
+		_, err := h.api.CoreV1().Pods(ns).Create(ctx, claimedPod("alpine", fmt.Sprintf("job-%d", i), start.Add(5*time.Minute+time.Duration(i)*time.Second)), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	h.settle(t)
+	require.NoError(t, h.c.Reconcile(ctx))
+	h.clock.Step(5 * time.Minute) // 11:06: the 11:00 slot is learned
+	require.NoError(t, h.c.Reconcile(ctx))
+	d, err := h.api.AppsV1().Deployments(ns).Get(ctx, "alpine", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotContains(t, d.Annotations, poolapi.AnnotationProfile, "a profile waits ProfileSaveEvery before it is saved")
+
+	h.clock.Step(ProfileSaveEvery)
+	require.NoError(t, h.c.Reconcile(ctx))
+	d, err = h.api.AppsV1().Deployments(ns).Get(ctx, "alpine", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Contains(t, d.Annotations, poolapi.AnnotationProfile)
+	saved := d.Annotations[poolapi.AnnotationProfile]
+	h.clock.Step(ProfileSaveEvery) // quiet slots over no history: nothing new to save
+	require.NoError(t, h.c.Reconcile(ctx))
+	d, err = h.api.AppsV1().Deployments(ns).Get(ctx, "alpine", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, saved, d.Annotations[poolapi.AnnotationProfile])
+
+	// Tuesday 10:58, a new leader, no pod of the pool left.
+	d.ResourceVersion = ""
+	d.Spec.Replicas = ptr.To[int32](0)
+	tuesday := start.AddDate(0, 0, 1).Add(3 * time.Minute)
+	h2 := newHarness(t, tuesday, sizing.Budget{}, d)
+	require.NoError(t, h2.c.Reconcile(ctx))
+	assert.Equal(t, 20, h2.api.replicas(t, "alpine"))
+	ev := strings.Join(h2.events(), "\n")
+	assert.Contains(t, ev, "Normal ScaledByProfile replicas 0 → 20")
+	assert.Contains(t, ev, "pre-warming 20 for Tue 11:00 UTC, seen on 1 of the last 1 weekdays")
 }

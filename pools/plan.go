@@ -83,11 +83,13 @@ func sortPods(pods []*corev1.Pod) poolPods {
 }
 
 // observation is what sizing.Decide needs of the pool's pods and history.
-func (pp poolPods) observation(t *Tracker, key string, now time.Time) sizing.Observation {
+// known is when the tracker began to see the pool's claims.
+func (pp poolPods) observation(t *Tracker, key string, known, now time.Time) sizing.Observation {
 	claims, colds, last, start, ups := t.Demand(key, now)
 	return sizing.Observation{
 		Idle: len(pp.idle), Starting: len(pp.starting), Busy: pp.busy,
 		Claims: claims, ColdStarts: colds, LastClaim: last, PodStart: start, ScaledUpLastMinute: ups,
+		Forecast: t.Learn(key, known, now),
 	}
 }
 

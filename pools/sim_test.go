@@ -707,8 +707,9 @@ func (w *simWorld) report() {
 	scale, status, events := v.sum("update/deployments/scale"), v.sum("patch/deployments"), v.sum("events")
 	t.Logf("%d pools, %d jobs in %s (%d warm: %.1f%%, %d cold), %d decisions, at most %d jobs running",
 		w.cfg.pools, jobs, w.cfg.duration, w.warm, 100*float64(w.warm)/float64(jobs), w.cold, w.decisions(), w.busyMax)
-	t.Logf("controller writes: %d scale, %d status, %d Events, %d pod patches (%d marks, %d refused by a race: %d claims first, %d kubelet updates first, %d pods kept as a mark's retry was refused too; %d unmarks), %d re-reads",
-		scale, status, events, v.sum("patch/pods"), v.marks, v.refused, w.raced, w.bumped, v.kept, v.unmarks, v.sum("get/pods"))
+	profiles := v.sum("patch/deployments/profile")
+	t.Logf("controller writes: %d scale, %d status, %d Events, %d profile saves, %d pod patches (%d marks, %d refused by a race: %d claims first, %d kubelet updates first, %d pods kept as a mark's retry was refused too; %d unmarks), %d re-reads",
+		scale, status, events, profiles, v.sum("patch/pods"), v.marks, v.refused, w.raced, w.bumped, v.kept, v.unmarks, v.sum("get/pods"))
 	t.Logf("changes by reason: %v", w.reasons)
 	t.Logf("writes per minute: mean %.0f, max %d (minute %d); the test's own writes (ReplicaSets, kubelet, drivers): %d",
 		float64(v.total())/float64(minutes), v.maxMinute(), v.busiestMinute(), w.api.total()-v.total())
@@ -731,6 +732,7 @@ func (w *simWorld) report() {
 	}
 	require.Equal(t, scale, events, "one Event per change of size")
 	require.LessOrEqual(t, status, scale, "a status only with a change of size")
+	require.LessOrEqual(t, profiles, w.cfg.pools*int(w.cfg.duration/ProfileSaveEvery), "a profile saved at most once per ProfileSaveEvery")
 	require.LessOrEqual(t, v.marks, w.removed, "a pod marked but not removed")
 	require.Zero(t, v.warnings, "Warning Events")
 	require.Zero(t, w.removedUnmarked, "a ReplicaSet removed a pod the controller had not chosen")
@@ -858,6 +860,9 @@ func (v *ctrlView) react(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 		}
 		return false, nil, nil
 	}
+	if kind == "patch/deployments" && strings.Contains(string(a.(k8stesting.PatchAction).GetPatch()), poolapi.AnnotationProfile) {
+		kind += "/profile" // the learned profile's save, not a status
+	}
 	v.count(kind)
 	if kind == "update/deployments/scale" {
 		v.mu.Lock()
@@ -873,7 +878,7 @@ func (v *ctrlView) react(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 		v.unmarks++
 	}
 	v.w.throttle()
-	if isPatch && kind == "patch/deployments" {
+	if isPatch && strings.HasPrefix(kind, "patch/deployments") {
 		if handled, obj, err := v.w.api.react(a); handled { // counts it
 			return handled, obj, err
 		}

@@ -10,7 +10,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/warmpod/warmpod/poolapi"
+	"github.com/warmpod/warmpod/sizing"
 )
+
+// ProfileSaveEvery is how long a change to a pool's learned profile waits
+// before it is saved: one write per pool per hour at most, 17 writes a
+// minute at 1,000 pools that all learn. A new leader reads what was saved;
+// the slots since are unknown to it (skipped, not counted as quiet), so a
+// leader change costs at most the learning of an hour.
+const ProfileSaveEvery = time.Hour
 
 // history is how much of a pool's past the tracker keeps. sizing.Decide
 // reads the claims of the last idle_time only; a day covers every idle_time
@@ -43,6 +51,12 @@ type poolHistory struct {
 	last          time.Time
 	starts        []time.Duration
 	ups           []scaleUp
+	// profile is the pool's learned demand; saved what was last persisted
+	// (or read back at Seed); changed when the profile first differed from
+	// it (zero: it does not).
+	profile sizing.Profile
+	saved   sizing.Profile
+	changed time.Time
 }
 
 // scaleUp is one increase of a pool's replicas by the controller.
@@ -242,6 +256,74 @@ func (t *Tracker) Seed(key string, s Status) {
 	t.ignoreBefore[key] = s.DecidedAt
 }
 
+// SeedProfile restores pool key's learned profile from the text an earlier
+// leader saved (poolapi.AnnotationProfile), unless the tracker learned one
+// already. Errors: sizing.UnmarshalProfile's; the pool then learns anew.
+func (t *Tracker) SeedProfile(key, text string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.pool(key)
+	if !h.profile.Empty() {
+		return nil
+	}
+	p, err := sizing.UnmarshalProfile(text)
+	if err != nil {
+		return err
+	}
+	h.profile, h.saved = p, p
+	return nil
+}
+
+// Learn folds pool key's ended slots into its profile (claims are known
+// since known, the controller's start) and returns what the profile
+// expects from now until one pod start ahead. The pod start is the
+// measured one, capped at sizing.MaxPodStart.
+func (t *Tracker) Learn(key string, known, now time.Time) sizing.Forecast {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.pool(key)
+	start := min(medianStart(h.starts), sizing.MaxPodStart)
+	h.profile.Fold(append(slices.Clone(h.claims), h.colds...), start, known, now)
+	if h.changed.IsZero() && !h.profile.SameAs(&h.saved) {
+		h.changed = now
+	}
+	return h.profile.Forecast(now, start)
+}
+
+// ProfileToSave is pool key's profile to persist now, marshalled: when it
+// learned something since it was last saved, ProfileSaveEvery ago or more.
+// A pool that only saw quiet slots where it knew of no demand has learned
+// nothing and is not written.
+func (t *Tracker) ProfileToSave(key string, now time.Time) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.pool(key)
+	if h.changed.IsZero() || now.Sub(h.changed) < ProfileSaveEvery {
+		return "", false
+	}
+	return h.profile.Marshal(), true
+}
+
+// ProfileSaved records that the profile ProfileToSave returned was saved
+// (the worker that decides saves: nothing was learned in between).
+func (t *Tracker) ProfileSaved(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.pool(key)
+	h.saved, h.changed = h.profile, time.Time{}
+}
+
+// medianStart is the median of the measured starts; sizing.DefaultPodStart
+// when none is.
+func medianStart(starts []time.Duration) time.Duration {
+	if len(starts) == 0 {
+		return sizing.DefaultPodStart
+	}
+	s := slices.Clone(starts)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
 // Demand is a pool's history as sizing.Observation wants it: its recent
 // warm claims and cold starts, its last claim, its measured pod start (the
 // median of the last few; 0 = none yet) and how many pods the controller
@@ -257,10 +339,8 @@ func (t *Tracker) Demand(key string, now time.Time) (claims, colds []time.Time, 
 	for _, u := range h.ups {
 		upLastMinute += u.n
 	}
-	if n := len(h.starts); n > 0 {
-		s := slices.Clone(h.starts)
-		slices.Sort(s)
-		podStart = s[n/2]
+	if len(h.starts) > 0 {
+		podStart = medianStart(h.starts)
 	}
 	return slices.Clone(h.claims), slices.Clone(h.colds), h.last, podStart, upLastMinute
 }

@@ -180,9 +180,9 @@ func peak(ts []time.Time, from, to time.Time, window time.Duration) int {
 
 // Forecast is what the profile expects of one time.
 type Forecast struct {
-	// Pods is the idle pods to have Ready: the highest level of the slots
-	// that begin within [now - ProfileSlot, now + lead + ProfileSlot],
-	// rounded to the nearest pod. 0 = nothing expected.
+	// Pods is the idle pods to have Ready: the highest level of the slot
+	// now is in and those that begin by now + lead + ProfileSlot, rounded
+	// to the nearest pod. 0 = nothing expected.
 	Pods int
 	// At is when the slot that set Pods begins; Why says, for a person,
 	// which series expects it and how often it came.
@@ -193,11 +193,11 @@ type Forecast struct {
 // Forecast returns what the profile expects from now until lead ahead (the
 // pods' start time, so they are Ready when the jobs come) and one slot more
 // (a pipeline at 11:00 has its jobs at the runner at 11:00:00, the first
-// second of its slot), keeping the pods of the slot just begun and the one
-// before (its jobs reach the runner over a minute or two). So pods wait
-// for a recurring burst from one pod start and five to ten minutes before
-// it until five to ten minutes after it; then the claims themselves and
-// idle_time hold what the burst still needs.
+// second of its slot). So pods wait for a recurring burst from one pod
+// start and five to ten minutes before it until its slot ends. Only what
+// earlier days and weeks taught counts: the slot now is in is not folded
+// yet, and a slot that ended is not asked for again, so today's own claims
+// are left to the demand term and idle_time, as without a profile.
 //
 // A slot's expectation is the larger of its weekly level and its daily
 // level, but the daily level does not count where the week already says
@@ -212,7 +212,7 @@ func (p *Profile) Forecast(now time.Time, lead time.Duration) Forecast {
 	if p.through == 0 {
 		return f
 	}
-	first, last := slotOf(now)-1, slotOf(now.Add(max(lead, 0)+ProfileSlot))
+	first, last := slotOf(now), slotOf(now.Add(max(lead, 0)+ProfileSlot))
 	for i := first; i <= last; i++ {
 		n, why := p.expect(i)
 		if n > f.Pods {
@@ -290,6 +290,11 @@ func roundPods(level float64) int { return int(math.Min(math.Round(level), MaxCo
 
 // Empty reports whether p has learned nothing (no slot folded).
 func (p *Profile) Empty() bool { return p.through == 0 }
+
+// SameAs reports whether p and q have the same levels and hits in every
+// slot, whatever slots each folded: quiet slots folded over slots without
+// history teach nothing worth saving.
+func (p *Profile) SameAs(q *Profile) bool { return p.week == q.week && p.day == q.day }
 
 // profileVersion is the first byte of a marshalled Profile.
 const profileVersion = 1
