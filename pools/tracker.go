@@ -51,11 +51,9 @@ type poolHistory struct {
 	last          time.Time
 	starts        []time.Duration
 	ups           []scaleUp
-	// profile is the pool's learned demand; saved what was last persisted
-	// (or read back at Seed); changed when the profile first differed from
-	// it (zero: it does not).
+	// profile is the pool's learned demand; changed when it first learned
+	// something since it was last saved (zero: nothing).
 	profile sizing.Profile
-	saved   sizing.Profile
 	changed time.Time
 }
 
@@ -270,7 +268,7 @@ func (t *Tracker) SeedProfile(key, text string) error {
 	if err != nil {
 		return err
 	}
-	h.profile, h.saved = p, p
+	h.profile = p
 	return nil
 }
 
@@ -283,8 +281,7 @@ func (t *Tracker) Learn(key string, known, now time.Time) sizing.Forecast {
 	defer t.mu.Unlock()
 	h := t.pool(key)
 	start := min(medianStart(h.starts), sizing.MaxPodStart)
-	h.profile.Fold(append(slices.Clone(h.claims), h.colds...), start, known, now)
-	if h.changed.IsZero() && !h.profile.SameAs(&h.saved) {
+	if h.profile.Fold(append(slices.Clone(h.claims), h.colds...), start, known, now) && h.changed.IsZero() {
 		h.changed = now
 	}
 	return h.profile.Forecast(now, start)
@@ -309,8 +306,7 @@ func (t *Tracker) ProfileToSave(key string, now time.Time) (string, bool) {
 func (t *Tracker) ProfileSaved(key string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	h := t.pool(key)
-	h.saved, h.changed = h.profile, time.Time{}
+	t.pool(key).changed = time.Time{}
 }
 
 // medianStart is the median of the measured starts; sizing.DefaultPodStart

@@ -53,9 +53,15 @@ type Profile struct {
 const ProfileSlot = 5 * time.Minute
 
 // ProfileFall is how much of the gap between a slot's level and a lower peak
-// the level keeps at each occurrence: 30 pods the pipeline needed, a day it
-// did not come, 7.5; then 1.9; then none.
-const ProfileFall = 0.25
+// the level keeps at each occurrence, as 1/ProfileFall: a quarter. 30 pods
+// the pipeline needed, a day it did not come, 7.5; then 1.9; then none.
+const ProfileFall = 4
+
+// MaxProfilePeak caps a slot's peak, in pods: a level is kept in tenths of a
+// pod in 16 bits, so that a profile is 10 KiB of memory (1,000 pools: 10
+// MiB of the controller's 128 MiB). A burst of more than 6,500 jobs within
+// one pod start on one pool is beyond what one namespace's budget holds.
+const MaxProfilePeak = math.MaxUint16 / 10
 
 // MaxProfileBytes bounds a marshalled Profile (and what Unmarshal reads): a
 // pool with demand in every slot of the week is about 17 KiB; Kubernetes
@@ -71,31 +77,30 @@ const (
 	epochMonday = int64(4 * 24 * time.Hour / ProfileSlot)
 	// historyBits is how many occurrences a series remembers as hit or miss.
 	historyBits = 8
-	// levelEpsilon: a level below it is no demand (keeps the profile sparse).
-	levelEpsilon = 0.05
 )
 
-// series is one slot's learning: its level in pods and whether each of its
-// last occurrences had demand (bit 0 the latest).
+// series is one slot's learning: its level in tenths of a pod and whether
+// each of its last occurrences had demand (bit 0 the latest).
 type series struct {
-	level float64
+	level uint16
 	hits  uint8
 }
 
-// fold adds one occurrence whose peak was v.
-func (s *series) fold(v float64) {
-	if v >= s.level {
-		s.level = v
+// fold adds one occurrence whose peak was v pods, and reports whether the
+// series changed.
+func (s *series) fold(v int) bool {
+	before := *s
+	t := uint16(min(max(v, 0), MaxProfilePeak) * 10)
+	if t >= s.level {
+		s.level = t
 	} else {
-		s.level = v + (s.level-v)*ProfileFall
-	}
-	if s.level < levelEpsilon {
-		s.level = 0
+		s.level = t + (s.level-t+ProfileFall/2)/ProfileFall
 	}
 	s.hits <<= 1
 	if v > 0 {
 		s.hits |= 1
 	}
+	return *s != before
 }
 
 // slotOf is t's slot index.
@@ -137,7 +142,9 @@ func dayClass(i int64) int {
 // caller began to see the pool's claims: the controller's start) are
 // unknown, not slots without demand, and are skipped, as are slots more
 // than a week old: what the controller did not see cannot teach it anything.
-func (p *Profile) Fold(claims []time.Time, window time.Duration, known, now time.Time) {
+// It reports whether a level or a history changed: quiet slots folded over
+// slots that never had demand teach nothing.
+func (p *Profile) Fold(claims []time.Time, window time.Duration, known, now time.Time) (learned bool) {
 	end := slotOf(now) // the slot now is in has not ended
 	k := slotOf(known)
 	if !slotTime(k).Equal(known) {
@@ -145,20 +152,22 @@ func (p *Profile) Fold(claims []time.Time, window time.Duration, known, now time
 	}
 	from := max(p.through, k, end-slotsPerWeek)
 	if from >= end {
-		return
+		return false
 	}
 	ts := slices.Clone(claims)
 	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
 	window = max(window, time.Second)
 	for i := from; i < end; i++ {
-		v := float64(peak(ts, slotTime(i), slotTime(i+1), window))
-		p.week[weekSlot(i)].fold(v)
-		p.day[dayClass(i)][daySlot(i)].fold(v)
+		v := peak(ts, slotTime(i), slotTime(i+1), window)
+		w := p.week[weekSlot(i)].fold(v)
+		d := p.day[dayClass(i)][daySlot(i)].fold(v)
+		learned = learned || w || d
 	}
 	if p.since == 0 {
 		p.since = from
 	}
 	p.through = end
+	return learned
 }
 
 // peak is the most claims of ts (sorted) within one window that ends in
@@ -286,15 +295,11 @@ func mask(n int) uint8 {
 
 func ones(h uint8, n int) int { return bits.OnesCount8(h & mask(n)) }
 
-func roundPods(level float64) int { return int(math.Min(math.Round(level), MaxCount)) }
+// roundPods is a level in tenths as pods, to the nearest.
+func roundPods(level uint16) int { return (int(level) + 5) / 10 }
 
 // Empty reports whether p has learned nothing (no slot folded).
 func (p *Profile) Empty() bool { return p.through == 0 }
-
-// SameAs reports whether p and q have the same levels and hits in every
-// slot, whatever slots each folded: quiet slots folded over slots without
-// history teach nothing worth saving.
-func (p *Profile) SameAs(q *Profile) bool { return p.week == q.week && p.day == q.day }
 
 // profileVersion is the first byte of a marshalled Profile.
 const profileVersion = 1
@@ -321,7 +326,7 @@ func (p *Profile) Marshal() string {
 				continue
 			}
 			b = binary.AppendUvarint(b, uint64(i-last))
-			b = binary.AppendUvarint(b, uint64(math.Round(s.level*10)))
+			b = binary.AppendUvarint(b, uint64(s.level))
 			b = append(b, s.hits)
 			last = i
 		}
@@ -371,11 +376,11 @@ func UnmarshalProfile(text string) (Profile, error) {
 		for range n {
 			gap, ok := uv()
 			lv, ok2 := uv()
-			if !ok || !ok2 || gap == 0 || gap > uint64(len(ss)) || i+int(gap) >= len(ss) || lv > MaxCount*10 || len(r) == 0 {
+			if !ok || !ok2 || gap == 0 || gap > uint64(len(ss)) || i+int(gap) >= len(ss) || lv > MaxProfilePeak*10 || len(r) == 0 {
 				return Profile{}, errors.New("profile: bad entry")
 			}
 			i += int(gap)
-			ss[i] = series{level: float64(lv) / 10, hits: r[0]}
+			ss[i] = series{level: uint16(lv), hits: r[0]}
 			r = r[1:]
 		}
 	}
