@@ -138,6 +138,8 @@ type simPool struct {
 	node   string
 	owned  map[string]bool
 	dirty  bool // the ReplicaSet should look at it
+	// claims are its claims and cold starts, for the keep-alive's end.
+	claims []time.Time
 	// replicas is its Deployment's, as its ReplicaSet last saw it.
 	replicas int
 }
@@ -415,12 +417,21 @@ func (w *simWorld) decide() {
 }
 
 // touch records that pool p changed for its next decision: now, and
-// after each of its idle_times when the change is a claim.
+// after each of its idle_times and at its keep-alive's end when the change
+// is a claim (the keep-alive for any pod start the controller may have
+// measured: a gap counts only when longer than the pod start).
 func (w *simWorld) touch(p *simPool, claim bool) {
+	now := w.clock.Now()
 	w.touched[p.name] = true
 	if claim {
 		for _, it := range p.policy.idleTimes {
-			w.later = append(w.later, simTouch{at: w.clock.Now().Add(it), pool: p.name})
+			w.later = append(w.later, simTouch{at: now.Add(it), pool: p.name})
+		}
+		p.claims = append(slices.DeleteFunc(p.claims, func(c time.Time) bool { return c.Before(now.Add(-history)) }), now)
+		for _, start := range []time.Duration{time.Second, p.start / 2, p.start, p.start * 2, sizing.DefaultPodStart} {
+			if keep := sizing.KeepAlive(p.claims, now, start); keep > 0 {
+				w.later = append(w.later, simTouch{at: now.Add(keep), pool: p.name})
+			}
 		}
 	}
 }

@@ -150,6 +150,26 @@ func TestDecide(t *testing.T) {
 			obs: Observation{Forecast: Forecast{Pods: 30}}, idle: 5, reason: ReasonMax, terms: Terms{Profile: 30},
 		},
 		{
+			name: "keep-alive: a trickle keeps one pod between its jobs", policy: "- idle_count: 0\n  idle_time: 5m",
+			obs:  Observation{PodStart: 3 * time.Second, Claims: times(now.Add(-70*time.Minute), 5, 15*time.Minute)},
+			idle: 1, reason: ReasonKeepAlive, terms: Terms{KeepAlive: 1},
+		},
+		{
+			name: "keep-alive ends after the 95th percentile gap", policy: "- idle_count: 0\n  idle_time: 5m",
+			obs:  Observation{PodStart: 3 * time.Second, Claims: times(now.Add(-95*time.Minute), 5, 15*time.Minute)},
+			idle: 0, reason: ReasonPeriod,
+		},
+		{
+			name: "keep-alive needs three gaps longer than a pod start", policy: "- idle_count: 0\n  idle_time: 5m",
+			obs:  Observation{PodStart: 3 * time.Second, Claims: append(times(now.Add(-20*time.Minute), 2, 10*time.Minute), times(now.Add(-time.Minute), 5, time.Second)...)},
+			idle: 3, reason: ReasonDemand, terms: Terms{Demand: 3},
+		},
+		{
+			name: "keep-alive is capped at an hour", policy: "- idle_count: 0\n  idle_time: 5m",
+			obs:  Observation{PodStart: 3 * time.Second, Claims: times(now.Add(-8*time.Hour-61*time.Minute), 5, 2*time.Hour)},
+			idle: 0, reason: ReasonPeriod,
+		},
+		{
 			name: "negative observations read as zero", policy: "- idle_count: 1\n  scale_factor: 1",
 			obs: Observation{Idle: -3, Starting: -1, Busy: -7, Forecast: Forecast{Pods: -2}}, idle: 1, reason: ReasonPeriod, terms: Terms{IdleCount: 1},
 		},

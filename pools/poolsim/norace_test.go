@@ -1,0 +1,5 @@
+//go:build !race
+
+package poolsim
+
+const raceEnabled = false

@@ -1,0 +1,659 @@
+package poolsim
+
+import (
+	"container/heap"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/warmpod/warmpod/sizing"
+)
+
+// Mode is one way of keeping pools warm, played over the same trace.
+type Mode int
+
+const (
+	// Fixed: a pool of FixedSize pods per image, written by hand, no
+	// controller; the new image's pool is written on the day it appears.
+	Fixed Mode = iota
+	// Periods: the controller, with a policy written for the trace on each
+	// pool (working hours, and a period before each pipeline) and the new
+	// image's pool written on the day it appears.
+	Periods
+	// Learned: the controller with nothing written: each pool's policy is
+	// the base template's (LearnedPolicy, no period), and no pool is
+	// written for the new image (sizing.DefaultDiscovery finds it).
+	Learned
+)
+
+func (m Mode) String() string {
+	return [...]string{"fixed pools", "controller, periods written", "controller, nothing written"}[m]
+}
+
+// FixedSize is the fixed pools' size: 2 per image, bench-pools' anchor.
+const FixedSize = 2
+
+// LearnedPolicy is the policy of every pool in the Learned mode, and of a
+// pool sizing.Discovery makes: no period, the pool at zero when nothing is
+// expected, a claim's capacity kept for idle_time.
+const LearnedPolicy = "- idle_count: 0\n  idle_time: 30m"
+
+// periodsPolicy is the policy a person writes for image in the Periods
+// mode, knowing the trace: one idle pod in working hours on weekdays, and
+// each pipeline's jobs from five minutes before it.
+func periodsPolicy(image string) string {
+	var b strings.Builder
+	b.WriteString("- idle_count: 0\n  idle_time: 30m\n- periods: [\"* 8-18 * * mon-fri\"]\n  idle_count: 1\n  idle_time: 30m\n")
+	for _, p := range Pipelines {
+		if p.Image != image {
+			continue
+		}
+		days := make([]string, len(p.Days))
+		for i, d := range p.Days {
+			days[i] = strings.ToLower(d.String()[:3])
+		}
+		at := time.Date(2000, 1, 1, p.Hour, p.Minute, 0, 0, time.UTC)
+		from, to := at.Add(-5*time.Minute), at.Add(5*time.Minute)
+		fmt.Fprintf(&b, "- periods: [\"%d-59 %d * * %s\", \"0-%d %d * * %s\"]\n  idle_count: %d\n  idle_time: 30m\n",
+			from.Minute(), from.Hour(), strings.Join(days, ","), to.Minute(), to.Hour(), strings.Join(days, ","), p.Jobs)
+	}
+	return b.String()
+}
+
+// Config is one simulation's setting.
+type Config struct {
+	// Start is the trace's first day, 00:00 UTC; Days how many are played.
+	Start time.Time
+	Days  int
+	// Budget is the namespace's idle pods (sizing.Budget.Pods).
+	Budget int
+	// WarmWait is the drivers' warm wait (their default, 1 s).
+	WarmWait time.Duration
+	// Resync and Batch are the controller's (pools.DefaultResync,
+	// pools.DefaultBatch).
+	Resync, Batch time.Duration
+	// Seed draws the pod start times.
+	Seed uint64
+	// From is the first day (0-based) the figures count; the days before
+	// are the controller's learning.
+	From int
+	// Bucket is the width of Result.Series' samples.
+	Bucket time.Duration
+}
+
+// DefaultConfig is the simulation of issue 41: 15 days from a Monday, the
+// figures from day 8 (the second Monday) on.
+func DefaultConfig() Config {
+	return Config{Start: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), Days: 15, Budget: 60, WarmWait: time.Second,
+		Resync: 10 * time.Second, Batch: 200 * time.Millisecond, Seed: 1, From: 7, Bucket: 15 * time.Minute}
+}
+
+// PodStart draws a pod's creation to Ready: log-normal with the median and
+// 95th percentile that make bench-pools measured on kube-e2e (bench/pools.md:
+// "pod create → Ready p50 / p95", 3 s / 16 s, busybox already pulled), within
+// [1 s, 60 s].
+func (d draws) podStart() time.Duration {
+	const median, sigma = 3.0, 1.017 // ln(16/3)/1.645
+	v := median * math.Exp(sigma*d.normal())
+	return time.Duration(min(max(v, 1), 60) * float64(time.Second))
+}
+
+// Result is what one mode did with the trace, from Config.From on.
+type Result struct {
+	Mode Mode
+	// Jobs and Warm count the jobs (a warm job claimed a pool pod, at once
+	// or within the warm wait).
+	Jobs, Warm int
+	// IdlePodSeconds integrates the Ready unclaimed pool pods;
+	// StartingPodSeconds those not Ready yet.
+	IdlePodSeconds, StartingPodSeconds float64
+	// PodsMade counts every pod created: pool pods and cold pods.
+	PodsMade int
+	// ScaleUps and ScaleDowns count the changes of the pools' replicas.
+	ScaleUps, ScaleDowns int
+	// Pipelines: per pipeline name, its jobs and warm jobs, counted from
+	// day 2 for a daily pipeline and from Config.From for another.
+	Pipelines map[string]*Count
+	// NewImage is the warm flag of each job of the image that appears
+	// after day 0, in order, over the whole trace; NewImageName names it.
+	NewImage     []bool
+	NewImageName string
+	// PoolsFound and PoolsRemoved count the pools sizing.Discovery made
+	// and removed (Learned).
+	PoolsFound, PoolsRemoved int
+	// Series samples the whole trace by Config.Bucket.
+	Series []Sample
+}
+
+// Count is jobs and the warm ones among them.
+type Count struct{ Jobs, Warm int }
+
+// Rate is Warm/Jobs (0 without jobs).
+func (c Count) Rate() float64 {
+	if c.Jobs == 0 {
+		return 0
+	}
+	return float64(c.Warm) / float64(c.Jobs)
+}
+
+// Sample is one bucket of a Result's series.
+type Sample struct {
+	At         time.Time
+	Warm, Cold int     // claims in the bucket
+	Idle, Busy float64 // mean Ready idle and busy pods
+}
+
+// WarmRate is Warm/Jobs.
+func (r Result) WarmRate() float64 { return Count{r.Jobs, r.Warm}.Rate() }
+
+// Play plays jobs in mode under cfg.
+func Play(jobs []Job, mode Mode, cfg Config) (Result, error) {
+	w := &world{cfg: cfg, mode: mode, d: draws{rand.NewPCG(cfg.Seed, 0x706f64737461)}, pools: map[string]*pool{},
+		res: Result{Mode: mode, Pipelines: map[string]*Count{}}, finder: sizing.NewFinder(sizing.DefaultDiscovery()),
+		now: cfg.Start, last: cfg.Start}
+	w.end = cfg.Start.AddDate(0, 0, cfg.Days)
+	w.from = cfg.Start.AddDate(0, 0, cfg.From)
+	w.res.Series = make([]Sample, int(w.end.Sub(cfg.Start)/cfg.Bucket)+1)
+	for i := range w.res.Series {
+		w.res.Series[i].At = cfg.Start.Add(time.Duration(i) * cfg.Bucket)
+	}
+	for _, l := range Loads {
+		if l.From > 0 {
+			w.res.NewImageName = l.Image
+		}
+		if mode == Learned && l.From > 0 {
+			continue // no pool written: Discovery's to find
+		}
+		if err := w.addPool(l.Image, cfg.Start.AddDate(0, 0, l.From), false); err != nil {
+			return Result{}, err
+		}
+	}
+	for i := range jobs {
+		if !jobs[i].At.Before(w.end) {
+			break
+		}
+		w.push(event{at: jobs[i].At, kind: evArrive, job: &jobs[i]})
+	}
+	if mode != Fixed {
+		w.push(event{at: cfg.Start, kind: evResync})
+	}
+	for w.q.Len() > 0 {
+		e := heap.Pop(&w.q).(event)
+		if !e.at.Before(w.end) {
+			break
+		}
+		w.advance(e.at)
+		w.handle(e)
+	}
+	w.advance(w.end)
+	return w.res, nil
+}
+
+// world is the simulated cluster: pools (Deployments and their
+// ReplicaSets), pods, drivers and, but in Fixed, the controller.
+type world struct {
+	cfg       Config
+	mode      Mode
+	d         draws
+	pools     map[string]*pool
+	q         events
+	seq       int
+	now, last time.Time
+	end, from time.Time
+	res       Result
+	finder    *sizing.Finder
+	pending   bool // a batched decision is queued
+	nextPod   int
+	busy      int // pods running a job
+}
+
+// pool is a pool Deployment, its ReplicaSet's pods and the controller's
+// history of it (what pools.Tracker keeps).
+type pool struct {
+	image    string
+	replicas int
+	rs       []*pod // the ReplicaSet's pods: idle or starting
+	policy   sizing.Policy
+	sized    bool // the controller sizes it
+	found    bool // made by Discovery
+	made     time.Time
+	// the tracker's history
+	claims, colds []time.Time
+	last          time.Time
+	starts        []time.Duration
+	ups           []up
+	profile       sizing.Profile
+	known         time.Time
+}
+
+type up struct {
+	at time.Time
+	n  int
+}
+
+type pod struct {
+	id       int
+	pool     *pool
+	created  time.Time
+	readyAt  time.Time
+	ready    bool
+	reserved *Job // a driver waits for it (its warm wait)
+	gone     bool
+}
+
+type evKind int
+
+const (
+	evArrive evKind = iota
+	evReady
+	evCold
+	evResync
+	evDecide
+	evEnd
+)
+
+type event struct {
+	at   time.Time
+	seq  int
+	kind evKind
+	job  *Job
+	pod  *pod
+	busy *pool
+}
+
+type events []event
+
+func (q events) Len() int { return len(q) }
+func (q events) Less(i, j int) bool {
+	if c := q[i].at.Compare(q[j].at); c != 0 {
+		return c < 0
+	}
+	return q[i].seq < q[j].seq
+}
+func (q events) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *events) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *events) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func (w *world) push(e event) {
+	w.seq++
+	e.seq = w.seq
+	heap.Push(&w.q, e)
+}
+
+// advance integrates the pods' states up to t.
+func (w *world) advance(t time.Time) {
+	if t.Before(w.last) {
+		return
+	}
+	dt := t.Sub(w.last).Seconds()
+	var idle, starting float64
+	for _, p := range w.pools {
+		for _, pd := range p.rs {
+			if pd.ready {
+				idle++
+			} else {
+				starting++
+			}
+		}
+	}
+	if !w.last.Before(w.from) {
+		w.res.IdlePodSeconds += idle * dt
+		w.res.StartingPodSeconds += starting * dt
+	}
+	if i := int(w.last.Sub(w.cfg.Start) / w.cfg.Bucket); i >= 0 && i < len(w.res.Series) {
+		w.res.Series[i].Idle += idle * dt / w.cfg.Bucket.Seconds()
+		w.res.Series[i].Busy += float64(w.busy) * dt / w.cfg.Bucket.Seconds()
+	}
+	w.last, w.now = t, t
+}
+
+func (w *world) addPool(image string, at time.Time, found bool) error {
+	p := &pool{image: image, made: at, found: found, known: at}
+	switch w.mode {
+	case Fixed:
+		p.replicas = FixedSize
+	case Periods:
+		pol, err := sizing.Parse(periodsPolicy(image))
+		if err != nil {
+			return fmt.Errorf("periods policy of %s: %w", image, err)
+		}
+		p.policy, p.sized = pol, true
+	case Learned:
+		pol, err := sizing.Parse(LearnedPolicy)
+		if err != nil {
+			return err
+		}
+		p.policy, p.sized = pol, true
+	}
+	if at.After(w.now) {
+		// Written on the day the image appears.
+		w.push(event{at: at, kind: evResync, busy: p})
+		return nil
+	}
+	w.pools[image] = p
+	w.reconcileRS(p)
+	return nil
+}
+
+func (w *world) handle(e event) {
+	switch e.kind {
+	case evArrive:
+		w.arrive(e.job)
+	case evReady:
+		w.ready(e.pod)
+	case evCold:
+		w.cold(e.job, w.pools[e.job.Image] != nil)
+	case evEnd:
+		w.busy--
+	case evResync:
+		if e.busy != nil { // a pool written at this time
+			w.pools[e.busy.image] = e.busy
+			w.reconcileRS(e.busy)
+			return
+		}
+		w.decide()
+		w.push(event{at: w.now.Add(w.cfg.Resync), kind: evResync})
+	case evDecide:
+		w.pending = false
+		w.decide()
+	}
+}
+
+// countJob counts j's outcome.
+func (w *world) countJob(j *Job, warm bool) {
+	if warm {
+		w.res.Series[w.bucket()].Warm++
+	} else {
+		w.res.Series[w.bucket()].Cold++
+	}
+	if j.Image == w.res.NewImageName {
+		w.res.NewImage = append(w.res.NewImage, warm)
+	}
+	if name, ok := strings.CutPrefix(j.Kind, "pipeline:"); ok {
+		from := w.from
+		if daily(name) {
+			from = w.cfg.Start.AddDate(0, 0, 1)
+		}
+		if !j.At.Before(from) {
+			c := w.res.Pipelines[name]
+			if c == nil {
+				c = &Count{}
+				w.res.Pipelines[name] = c
+			}
+			c.Jobs++
+			if warm {
+				c.Warm++
+			}
+		}
+	}
+	if j.At.Before(w.from) {
+		return
+	}
+	w.res.Jobs++
+	if warm {
+		w.res.Warm++
+	}
+}
+
+func daily(name string) bool {
+	for _, p := range Pipelines {
+		if p.Name == name {
+			return len(p.Days) >= 5
+		}
+	}
+	return false
+}
+
+func (w *world) bucket() int {
+	return min(max(int(w.now.Sub(w.cfg.Start)/w.cfg.Bucket), 0), len(w.res.Series)-1)
+}
+
+// arrive is a driver's claim path: an idle Ready pod of the job's pool at
+// once; else one that becomes Ready within the warm wait; else, after the
+// warm wait, a cold pod. Without a pool, a cold pod at once.
+func (w *world) arrive(j *Job) {
+	p := w.pools[j.Image]
+	if p == nil {
+		w.finder.Cold(j.Image, w.now)
+		w.cold(j, false)
+		return
+	}
+	var soonest *pod
+	for _, pd := range p.rs {
+		if pd.reserved != nil {
+			continue
+		}
+		if pd.ready {
+			w.claim(p, pd, j)
+			return
+		}
+		if !pd.readyAt.After(w.now.Add(w.cfg.WarmWait)) && (soonest == nil || pd.readyAt.Before(soonest.readyAt)) {
+			soonest = pd
+		}
+	}
+	if soonest != nil {
+		soonest.reserved = j
+		return
+	}
+	w.push(event{at: w.now.Add(w.cfg.WarmWait), kind: evCold, job: j})
+}
+
+// claim gives pd to j: it leaves the ReplicaSet, which makes another.
+func (w *world) claim(p *pool, pd *pod, j *Job) {
+	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
+	w.countJob(j, true)
+	w.busy++
+	w.push(event{at: w.now.Add(j.Hold), kind: evEnd})
+	if p.sized {
+		p.claims = append(p.claims, w.now)
+		p.last = w.now
+	}
+	w.reconcileRS(p)
+	w.batch()
+}
+
+// cold makes a cold pod for j: demand on its pool when it has one.
+func (w *world) cold(j *Job, demand bool) {
+	w.countJob(j, false)
+	w.res.PodsMade++
+	start := w.d.podStart()
+	w.busy++
+	w.push(event{at: w.now.Add(start + j.Hold), kind: evEnd})
+	if p := w.pools[j.Image]; p != nil && demand && p.sized {
+		p.colds = append(p.colds, w.now)
+		p.last = w.now
+		p.addStart(start)
+	}
+	w.batch()
+}
+
+func (p *pool) addStart(d time.Duration) {
+	p.starts = append(p.starts, d)
+	if len(p.starts) > 9 {
+		p.starts = p.starts[len(p.starts)-9:]
+	}
+}
+
+func (w *world) ready(pd *pod) {
+	if pd.gone {
+		return
+	}
+	pd.ready = true
+	pd.pool.addStart(pd.readyAt.Sub(pd.created))
+	if j := pd.reserved; j != nil {
+		pd.reserved = nil
+		w.claim(pd.pool, pd, j)
+	}
+}
+
+// batch queues a decision Batch from now, as a pod event does.
+func (w *world) batch() {
+	if w.mode == Fixed || w.pending {
+		return
+	}
+	w.pending = true
+	w.push(event{at: w.now.Add(w.cfg.Batch), kind: evDecide})
+}
+
+// reconcileRS is the ReplicaSet: pods up to replicas, made at once.
+func (w *world) reconcileRS(p *pool) {
+	for len(p.rs) < p.replicas {
+		w.nextPod++
+		start := w.d.podStart()
+		pd := &pod{id: w.nextPod, pool: p, created: w.now, readyAt: w.now.Add(start)}
+		p.rs = append(p.rs, pd)
+		w.res.PodsMade++
+		w.push(event{at: pd.readyAt, kind: evReady, pod: pd})
+	}
+}
+
+// decide is the controller's decision over every sized pool: Decide with
+// the learned forecast, Share over the budget, then the sizes (a shrink
+// removes the pods the controller retires: not Ready first, then the
+// youngest, never one a driver waits for).
+func (w *world) decide() {
+	if w.mode == Learned {
+		w.discover()
+	}
+	names := make([]string, 0, len(w.pools))
+	for name, p := range w.pools {
+		if p.sized {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	demands := make([]sizing.Demand, len(names))
+	decs := make([]sizing.Decision, len(names))
+	for i, name := range names {
+		p := w.pools[name]
+		cut := w.now.Add(-24 * time.Hour)
+		p.claims = slices.DeleteFunc(p.claims, func(t time.Time) bool { return t.Before(cut) })
+		p.colds = slices.DeleteFunc(p.colds, func(t time.Time) bool { return t.Before(cut) })
+		p.ups = slices.DeleteFunc(p.ups, func(u up) bool { return !u.at.After(w.now.Add(-time.Minute)) })
+		start := sizing.DefaultPodStart
+		if len(p.starts) > 0 {
+			s := slices.Clone(p.starts)
+			slices.Sort(s)
+			start = s[len(s)/2]
+		}
+		capped := min(start, sizing.MaxPodStart)
+		p.profile.Fold(append(slices.Clone(p.claims), p.colds...), capped, p.known, w.now)
+		obs := sizing.Observation{Claims: p.claims, ColdStarts: p.colds, LastClaim: p.last, PodStart: start,
+			Forecast: p.profile.Forecast(w.now, capped)}
+		for _, pd := range p.rs {
+			if pd.ready {
+				obs.Idle++
+			} else {
+				obs.Starting++
+			}
+		}
+		for _, u := range p.ups {
+			obs.ScaledUpLastMinute += u.n
+		}
+		decs[i] = sizing.Decide(p.policy, obs, w.now)
+		_, per := p.policy.Active(w.now)
+		demands[i] = sizing.Demand{Name: name, Desired: decs[i].Idle, Min: per.Min, RecentClaims: decs[i].Terms.Demand}
+	}
+	shares := sizing.Share(sizing.Budget{Pods: w.cfg.Budget}, demands)
+	for i, name := range names {
+		p := w.pools[name]
+		w.size(p, shares[i])
+	}
+}
+
+// size sets p's replicas to n: a grow at once, a shrink by retiring pods.
+func (w *world) size(p *pool, n int) {
+	switch {
+	case n > p.replicas:
+		p.ups = append(p.ups, up{w.now, n - p.replicas})
+		p.replicas = n
+		w.res.ScaleUps++
+		w.reconcileRS(p)
+	case n < p.replicas:
+		w.res.ScaleDowns++
+		p.replicas = n
+		order := slices.Clone(p.rs)
+		slices.SortStableFunc(order, func(a, b *pod) int {
+			if a.ready != b.ready {
+				if !a.ready {
+					return -1
+				}
+				return 1
+			}
+			return b.created.Compare(a.created)
+		})
+		excess := len(p.rs) - n
+		for _, pd := range order {
+			if excess <= 0 {
+				break
+			}
+			if pd.reserved != nil {
+				continue
+			}
+			pd.gone = true
+			p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
+			excess--
+		}
+		// Pods a driver waits for stay: replicas cannot go below them.
+		p.replicas = max(p.replicas, len(p.rs))
+	}
+}
+
+// discover makes the pools Discovery finds due, and removes those it made
+// that are no longer used.
+func (w *world) discover() {
+	rule := sizing.DefaultDiscovery()
+	made := 0
+	for name, p := range w.pools {
+		if !p.found {
+			continue
+		}
+		if rule.Unused(p.made, p.last, w.now) {
+			for _, pd := range p.rs {
+				pd.gone = true
+			}
+			delete(w.pools, name)
+			w.res.PoolsRemoved++
+			continue
+		}
+		made++
+	}
+	for _, image := range w.finder.Due(w.now, made) {
+		pol, _ := sizing.Parse(LearnedPolicy)
+		p := &pool{image: image, policy: pol, sized: true, found: true, made: w.now, known: w.now}
+		// The cold jobs that found it are its first claims.
+		p.colds = w.finder.Colds(image, w.now)
+		for _, c := range p.colds {
+			if c.After(p.last) {
+				p.last = c
+			}
+		}
+		p.known = w.now.Add(-24 * time.Hour)
+		w.finder.Made(image)
+		w.pools[image] = p
+		w.res.PoolsFound++
+	}
+}
+
+// NewImageFrom counts the jobs of warm from the nth (1-based) on.
+func NewImageFrom(warm []bool, n int) Count {
+	var c Count
+	for i, w := range warm {
+		if i+1 < n {
+			continue
+		}
+		c.Jobs++
+		if w {
+			c.Warm++
+		}
+	}
+	return c
+}

@@ -1,0 +1,118 @@
+package poolsim
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The committed trace is what Generate writes for seed 1: the generator
+// and the file agree (go test -run TestCommittedTrace -update rewrites it).
+func TestCommittedTrace(t *testing.T) {
+	cfg := DefaultConfig()
+	var b bytes.Buffer
+	require.NoError(t, WriteCSV(&b, Generate(1, cfg.Start, cfg.Days)))
+	const file = "testdata/trace-seed1.csv"
+	if os.Getenv("POOLSIM_UPDATE") != "" {
+		require.NoError(t, os.WriteFile(file, b.Bytes(), 0o644))
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, string(want), b.String(), "POOLSIM_UPDATE=1 go test -run TestCommittedTrace ./pools/poolsim rewrites it")
+	jobs, err := ReadCSV(bytes.NewReader(want))
+	require.NoError(t, err)
+	assert.Equal(t, Generate(1, cfg.Start, cfg.Days), jobs)
+}
+
+func TestGenerateShape(t *testing.T) {
+	cfg := DefaultConfig()
+	jobs := Generate(7, cfg.Start, cfg.Days)
+	byKind := map[string]int{}
+	for _, j := range jobs {
+		kind, _, _ := strings.Cut(j.Kind, ":")
+		byKind[kind]++
+		wd := j.At.Weekday()
+		if strings.HasPrefix(j.Kind, "pipeline:") {
+			assert.NotContains(t, []time.Weekday{time.Saturday, time.Sunday}, wd, "no pipeline on weekends")
+		}
+		if j.Image == "python" {
+			assert.False(t, j.At.Before(cfg.Start.AddDate(0, 0, 3)), "the new image appears on day 3")
+		}
+	}
+	// 11 weekdays of the two daily pipelines (42 jobs), 3 Mondays of 20.
+	assert.Equal(t, 11*42+3*20, byKind["pipeline"])
+	assert.GreaterOrEqual(t, byKind["burst"], 15*burstMin)
+	assert.LessOrEqual(t, byKind["burst"], 15*burstMax)
+	assert.Greater(t, byKind["background"], 1000)
+}
+
+func TestReadCSVRefuses(t *testing.T) {
+	for name, text := range map[string]string{
+		"fields":   "2026-11-02T10:00:00.000Z,alpine,60\n",
+		"time":     "yesterday,alpine,60,background\n",
+		"hold":     "2026-11-02T10:00:00.000Z,alpine,-1,background\n",
+		"no image": "2026-11-02T10:00:00.000Z,,60,background\n",
+		"order":    "2026-11-02T10:00:01.000Z,alpine,60,background\n2026-11-02T10:00:00.000Z,alpine,60,background\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ReadCSV(strings.NewReader(text))
+			require.Error(t, err)
+		})
+	}
+}
+
+// TestTargets plays traces of 15 days three ways and checks issue 41's
+// targets for the controller with nothing written, from day 8 on: a
+// warm-claim rate of at least 90 % and at least the fixed pools', at most
+// 0.3× their idle pod-seconds, every recurring pipeline at least 0.8 warm
+// (the daily ones from day 2). Seeds 1 to 8 were looked at while the
+// keep-alive was chosen; 101 to 103 were not, before this test was
+// written. The targets not met (pods made, the new image from its 6th
+// job) are logged, and bench/pools-sim.md says them.
+func TestTargets(t *testing.T) {
+	cfg := DefaultConfig()
+	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 101, 102, 103}
+	if testing.Short() || raceEnabled {
+		seeds = []uint64{1, 101}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			t.Parallel()
+			jobs := Generate(seed, cfg.Start, cfg.Days)
+			fixed, err := Play(jobs, Fixed, cfg)
+			require.NoError(t, err)
+			learned, err := Play(jobs, Learned, cfg)
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, learned.WarmRate(), 0.90, "warm-claim rate")
+			assert.GreaterOrEqual(t, learned.WarmRate(), fixed.WarmRate(), "warm-claim rate against the fixed pools'")
+			assert.LessOrEqual(t, learned.IdlePodSeconds, 0.3*fixed.IdlePodSeconds, "idle pod-seconds against the fixed pools'")
+			require.Len(t, learned.Pipelines, len(Pipelines))
+			for name, c := range learned.Pipelines {
+				assert.GreaterOrEqual(t, c.Rate(), 0.8, "pipeline %s: %d/%d warm", name, c.Warm, c.Jobs)
+			}
+			assert.Equal(t, 1, learned.PoolsFound, "the new image's pool is found")
+			t.Logf("warm %.3f (fixed %.3f), idle %.2f×, pods made %.2f× the jobs, the new image's jobs from its 6th %.2f warm",
+				learned.WarmRate(), fixed.WarmRate(), learned.IdlePodSeconds/fixed.IdlePodSeconds,
+				float64(learned.PodsMade)/float64(len(jobs)), NewImageFrom(learned.NewImage, 6).Rate())
+		})
+	}
+}
+
+// A fixed pool of two never scales and makes one pod per job.
+func TestFixedPoolsMakeOnePodPerJob(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Days = 3
+	jobs := Generate(1, cfg.Start, cfg.Days)
+	r, err := Play(jobs, Fixed, cfg)
+	require.NoError(t, err)
+	assert.Zero(t, r.ScaleUps+r.ScaleDowns)
+	// Each job: a claim (its pod replaced) or a cold pod; plus the pools'
+	// first pods.
+	assert.Equal(t, len(jobs)+FixedSize*3, r.PodsMade)
+}
