@@ -142,7 +142,7 @@ HELPER_TAR := bin/gitlab-helper-image.tar
 EXEC_IMAGE ?= localhost/warmpod-executor:dev
 EXEC_TAR   := bin/warmpod-executor-image.tar
 
-.PHONY: image-tar image-executor-tar e2e-kube gitlab-runner gitlab-helper image-gitlab-helper actions-hooks bench-kube bench-github bench-pools
+.PHONY: image-tar image-executor-tar e2e-kube gitlab-runner gitlab-helper image-gitlab-helper actions-hooks bench-kube bench-github bench-pools bench-pools-sim
 
 gitlab-runner: ## build the real GitLab Runner + mock coordinator of ../shared/gitlab-runner (cached under /var/tmp/glr)
 	@test -x $(GLR_DIR)/build.sh || { echo "$(GLR_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
@@ -248,6 +248,9 @@ bench-github: image-tar ## Actions hook: warmpod-github vs the upstream k8s-novo
 
 # The trace is bench/pools-trace.csv (bench/cmd/poolstrace); each mode
 # replays it for about 10 minutes, one mode after the other.
+bench-pools-sim: ## pools that configure themselves: 15 days of a seeded trace (pools/poolsim) played three ways through the sizing code, targets on 11 seeds, ~2 min → bench/pools-sim.md, bench/pools-sim.svg
+	cd bench && $(GO) run ./cmd/poolsim -md pools-sim.md -svg pools-sim.svg
+
 bench-pools: image-tar ## pools that size themselves: a compressed working day (bench/pools-trace.csv) through the drivers' claim path with no pools, fixed pools and warmpod-pools, in one run (real cluster, ~40 min) → bench/pools.md
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \

@@ -156,7 +156,7 @@ func Play(jobs []Job, mode Mode, cfg Config) (Result, error) {
 		now: cfg.Start, last: cfg.Start}
 	w.end = cfg.Start.AddDate(0, 0, cfg.Days)
 	w.from = cfg.Start.AddDate(0, 0, cfg.From)
-	w.res.Series = make([]Sample, int(w.end.Sub(cfg.Start)/cfg.Bucket)+1)
+	w.res.Series = make([]Sample, int(w.end.Sub(cfg.Start)/cfg.Bucket))
 	for i := range w.res.Series {
 		w.res.Series[i].At = cfg.Start.Add(time.Duration(i) * cfg.Bucket)
 	}
@@ -308,9 +308,19 @@ func (w *world) advance(t time.Time) {
 		w.res.IdlePodSeconds += idle * dt
 		w.res.StartingPodSeconds += starting * dt
 	}
-	if i := int(w.last.Sub(w.cfg.Start) / w.cfg.Bucket); i >= 0 && i < len(w.res.Series) {
-		w.res.Series[i].Idle += idle * dt / w.cfg.Bucket.Seconds()
-		w.res.Series[i].Busy += float64(w.busy) * dt / w.cfg.Bucket.Seconds()
+	// The means of the buckets the interval spans, each its part.
+	for from := w.last; from.Before(t); {
+		i := int(from.Sub(w.cfg.Start) / w.cfg.Bucket)
+		to := w.cfg.Start.Add(time.Duration(i+1) * w.cfg.Bucket)
+		if t.Before(to) {
+			to = t
+		}
+		if i >= 0 && i < len(w.res.Series) {
+			part := to.Sub(from).Seconds() / w.cfg.Bucket.Seconds()
+			w.res.Series[i].Idle += idle * part
+			w.res.Series[i].Busy += float64(w.busy) * part
+		}
+		from = to
 	}
 	w.last, w.now = t, t
 }

@@ -42,7 +42,7 @@ func TestGenerateShape(t *testing.T) {
 			assert.NotContains(t, []time.Weekday{time.Saturday, time.Sunday}, wd, "no pipeline on weekends")
 		}
 		if j.Image == "python" {
-			assert.False(t, j.At.Before(cfg.Start.AddDate(0, 0, 3)), "the new image appears on day 3")
+			assert.False(t, j.At.Before(cfg.Start.AddDate(0, 0, 2)), "the new image appears on day 3 (a Wednesday)")
 		}
 	}
 	// 11 weekdays of the two daily pipelines (42 jobs), 3 Mondays of 20.
@@ -113,6 +113,27 @@ func TestFixedPoolsMakeOnePodPerJob(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, r.ScaleUps+r.ScaleDowns)
 	// Each job: a claim (its pod replaced) or a cold pod; plus the pools'
-	// first pods.
-	assert.Equal(t, len(jobs)+FixedSize*3, r.PodsMade)
+	// first pods (the new image's pool is written on day 3).
+	pools := 0
+	for _, l := range Loads {
+		if l.From < cfg.Days {
+			pools++
+		}
+	}
+	assert.Equal(t, len(jobs)+FixedSize*pools, r.PodsMade)
+}
+
+// The series' means add up to the integrals: a night without events is
+// spread over its buckets, not put in the first.
+func TestSeriesMatchIdlePodSeconds(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Days, cfg.From = 3, 0
+	r, err := Play(Generate(1, cfg.Start, cfg.Days), Fixed, cfg)
+	require.NoError(t, err)
+	sum := 0.0
+	for _, s := range r.Series {
+		sum += s.Idle * cfg.Bucket.Seconds()
+		assert.LessOrEqual(t, s.Idle, float64(FixedSize*len(Loads)), "at %s", s.At)
+	}
+	assert.InDelta(t, r.IdlePodSeconds, sum, 1)
 }

@@ -65,7 +65,7 @@ var (
 		{Image: "alpine", PerHour: 8, HoldMedian: 3 * time.Minute},
 		{Image: "golang", PerHour: 4, HoldMedian: 8 * time.Minute},
 		{Image: "node", PerHour: 2, HoldMedian: 5 * time.Minute},
-		{Image: "python", PerHour: 3, HoldMedian: 4 * time.Minute, From: 3},
+		{Image: "python", PerHour: 3, HoldMedian: 4 * time.Minute, From: 2},
 	}
 	Pipelines = []Pipeline{
 		{Name: "golang-tests", Image: "golang", Hour: 11, Days: weekdays, Jobs: 30},

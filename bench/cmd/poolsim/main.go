@@ -1,0 +1,329 @@
+// Command poolsim plays 15 days of CI jobs through warmpod's sizing code
+// three ways (package pools/poolsim) and writes bench/pools-sim.md and its
+// picture, bench/pools-sim.svg (`make bench-pools-sim`, about a minute):
+//
+//	cd bench && go run ./cmd/poolsim -md pools-sim.md -svg pools-sim.svg
+//
+// The trace is the generator's for -seed (1, the committed
+// pools/poolsim/testdata/trace-seed1.csv, by default); the same targets are
+// then checked on the other seeds of -check, which include seeds nobody
+// looked at while the sizing was tuned.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"image/color"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/warmpod/warmpod/pools/poolsim"
+)
+
+func main() {
+	seed := flag.Uint64("seed", 1, "the trace's seed (1 is the committed trace)")
+	check := flag.String("check", "2,3,4,5,6,7,8,101,102,103", "further seeds whose traces the targets are checked on")
+	md := flag.String("md", "", "write the Markdown report here (default: standard output)")
+	svg := flag.String("svg", "", "write the picture here (default: none)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "poolsim: unexpected argument %q (flags only: -seed, -check, -md, -svg)\n", flag.Arg(0))
+		os.Exit(2)
+	}
+	var seeds []uint64
+	for _, f := range strings.Split(*check, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "poolsim: -check: %q is not a seed (a comma-separated list of numbers)\n", f)
+			os.Exit(2)
+		}
+		seeds = append(seeds, v)
+	}
+	if err := run(*seed, seeds, *md, *svg); err != nil {
+		fmt.Fprintln(os.Stderr, "poolsim:", err)
+		os.Exit(1)
+	}
+}
+
+// played is one trace played the three ways.
+type played struct {
+	seed   uint64
+	jobs   []poolsim.Job
+	result [3]poolsim.Result
+}
+
+func play(seed uint64, cfg poolsim.Config) (played, error) {
+	p := played{seed: seed, jobs: poolsim.Generate(seed, cfg.Start, cfg.Days)}
+	for m := poolsim.Fixed; m <= poolsim.Learned; m++ {
+		r, err := poolsim.Play(p.jobs, m, cfg)
+		if err != nil {
+			return p, err
+		}
+		p.result[m] = r
+	}
+	return p, nil
+}
+
+func run(seed uint64, others []uint64, mdPath, svgPath string) error {
+	cfg := poolsim.DefaultConfig()
+	began := time.Now()
+	main, err := play(seed, cfg)
+	if err != nil {
+		return err
+	}
+	took := time.Since(began)
+	var rest []played
+	for _, s := range others {
+		p, err := play(s, cfg)
+		if err != nil {
+			return err
+		}
+		rest = append(rest, p)
+	}
+	var out io.Writer = os.Stdout
+	if mdPath != "" {
+		f, err := os.Create(mdPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	report(out, cfg, main, rest, took, svgPath)
+	if svgPath != "" {
+		return picture(svgPath, cfg, main)
+	}
+	return nil
+}
+
+// targets are issue 41's, for the controller with nothing written, from
+// Config.From on: each with whether p meets it and the figure.
+func targets(p played) [][3]string {
+	f, l := p.result[poolsim.Fixed], p.result[poolsim.Learned]
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**not met**"
+	}
+	rows := [][3]string{
+		{"warm-claim rate ≥ 90 %", fmt.Sprintf("%.1f %%", 100*l.WarmRate()), met(l.WarmRate() >= 0.9)},
+		{"… and ≥ the fixed pools'", fmt.Sprintf("%.1f %% vs %.1f %%", 100*l.WarmRate(), 100*f.WarmRate()), met(l.WarmRate() >= f.WarmRate())},
+		{"idle pod-seconds ≤ 0.3× the fixed pools'", fmt.Sprintf("%.2f×", l.IdlePodSeconds/f.IdlePodSeconds), met(l.IdlePodSeconds <= 0.3*f.IdlePodSeconds)},
+	}
+	for _, pl := range poolsim.Pipelines {
+		c := l.Pipelines[pl.Name]
+		from := "day 8"
+		if len(pl.Days) >= 5 {
+			from = "day 2"
+		}
+		rows = append(rows, [3]string{fmt.Sprintf("pipeline %s ≥ 0.8 warm (from %s)", pl.Name, from),
+			fmt.Sprintf("%d/%d = %.2f", c.Warm, c.Jobs, c.Rate()), met(c.Rate() >= 0.8)})
+	}
+	ni := poolsim.NewImageFrom(l.NewImage, 6)
+	rows = append(rows,
+		[3]string{fmt.Sprintf("the new image (%s) warm from its 6th job", l.NewImageName),
+			fmt.Sprintf("%d/%d = %.2f warm", ni.Warm, ni.Jobs, ni.Rate()), met(ni.Jobs > 0 && ni.Warm == ni.Jobs)},
+		[3]string{"pods made ≤ 1.1× jobs run", fmt.Sprintf("%.2f× (%d pods, %d jobs)", float64(l.PodsMade)/float64(len(p.jobs)), l.PodsMade, len(p.jobs)),
+			met(float64(l.PodsMade) <= 1.1*float64(len(p.jobs)))})
+	return rows
+}
+
+func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.Duration, svgPath string) {
+	fmt.Fprintf(w, "# Pools that configure themselves: 15 days simulated (make bench-pools-sim)\n\n")
+	fmt.Fprintf(w, "Written %s by [`bench/cmd/poolsim`](cmd/poolsim/main.go) over [`pools/poolsim`](../pools/poolsim/sim.go): "+
+		"the seed-%d trace played three ways in %s (%s, %d CPUs). The simulation is deterministic: the same seed gives the same figures on any machine.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), p.seed, took.Round(time.Millisecond), runtime.GOARCH, runtime.NumCPU())
+	kinds := map[string]int{}
+	for _, j := range p.jobs {
+		k, _, _ := strings.Cut(j.Kind, ":")
+		kinds[k]++
+	}
+	fmt.Fprintf(w, "## The trace\n\n%d jobs over %d days from Monday %s ([`pools/poolsim/testdata/trace-seed1.csv`](../pools/poolsim/testdata/trace-seed1.csv), written by `poolsim.Generate`, whose shape was fixed before any tuning): "+
+		"%d background, %d of recurring pipelines, %d of one unannounced burst a day (%.0f %% of the jobs unannounced).\n\n",
+		len(p.jobs), cfg.Days, cfg.Start.Format("2006-01-02"), kinds["background"], kinds["pipeline"], kinds["burst"],
+		100*float64(kinds["background"]+kinds["burst"])/float64(len(p.jobs)))
+	for _, l := range poolsim.Loads {
+		from := ""
+		if l.From > 0 {
+			from = fmt.Sprintf(", first seen on day %d", l.From+1)
+		}
+		fmt.Fprintf(w, "- %s: %g jobs an hour at the weekday peak, jobs of %s (median)%s.\n", l.Image, l.PerHour, l.HoldMedian, from)
+	}
+	for _, pl := range poolsim.Pipelines {
+		days := make([]string, len(pl.Days))
+		for i, d := range pl.Days {
+			days[i] = d.String()[:3]
+		}
+		fmt.Fprintf(w, "- pipeline %s: %d %s jobs at %02d:%02d UTC (up to 2 min late, arriving over a minute), %s.\n",
+			pl.Name, pl.Jobs, pl.Image, pl.Hour, pl.Minute, strings.Join(days, " "))
+	}
+	fmt.Fprintf(w, "- one burst a day of 8 to 20 jobs of one image, at a random time of 08:00–18:00, weekends included; weekends otherwise 1 job an hour, 10:00–16:00.\n\n")
+	fmt.Fprintf(w, "## The three ways\n\n")
+	fmt.Fprintf(w, "- **%s**: %d pods per image, written by hand, no controller (the new image's pool written on the day it appears).\n", poolsim.Fixed, poolsim.FixedSize)
+	fmt.Fprintf(w, "- **%s**: one idle pod 08:00–18:59 on weekdays, and each pipeline's size from 5 minutes before it to 5 after, written for the trace; the new image's pool written on its day.\n", poolsim.Periods)
+	fmt.Fprintf(w, "- **%s**: every pool `%s` (no period), no pool for the new image: `sizing.DefaultDiscovery` makes it after its third cold job within a day.\n\n",
+		poolsim.Learned, strings.ReplaceAll(poolsim.LearnedPolicy, "\n ", ""))
+	fmt.Fprintf(w, "Budget %d idle pods; drivers' warm wait %s; the controller decides %s after a claim and every %s; pod start times drawn from kube-e2e's (log-normal, median 3 s, p95 16 s: bench/pools.md).\n\n",
+		cfg.Budget, cfg.WarmWait, cfg.Batch, cfg.Resync)
+	fmt.Fprintf(w, "## Results, from day %d (the second Monday) on\n\n", cfg.From+1)
+	fmt.Fprintf(w, "|  | %s | %s | %s |\n|---|---:|---:|---:|\n", poolsim.Fixed, poolsim.Periods, poolsim.Learned)
+	row := func(name string, f func(r poolsim.Result) string) {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", name, f(p.result[0]), f(p.result[1]), f(p.result[2]))
+	}
+	row("**warm claims**", func(r poolsim.Result) string {
+		return fmt.Sprintf("**%d/%d (%.1f %%)**", r.Warm, r.Jobs, 100*r.WarmRate())
+	})
+	for _, pl := range poolsim.Pipelines {
+		row("warm, pipeline "+pl.Name, func(r poolsim.Result) string {
+			c := r.Pipelines[pl.Name]
+			return fmt.Sprintf("%d/%d (%.0f %%)", c.Warm, c.Jobs, 100*c.Rate())
+		})
+	}
+	row("warm, the new image from its 6th job (all days)", func(r poolsim.Result) string {
+		c := poolsim.NewImageFrom(r.NewImage, 6)
+		return fmt.Sprintf("%d/%d (%.0f %%)", c.Warm, c.Jobs, 100*c.Rate())
+	})
+	row("**idle pod-hours** (Ready, unclaimed)", func(r poolsim.Result) string {
+		return fmt.Sprintf("**%.0f** (%.2f×)", r.IdlePodSeconds/3600, r.IdlePodSeconds/p.result[0].IdlePodSeconds)
+	})
+	row("starting pod-hours", func(r poolsim.Result) string { return fmt.Sprintf("%.1f", r.StartingPodSeconds/3600) })
+	row("pods made / jobs (all days)", func(r poolsim.Result) string {
+		return fmt.Sprintf("%d / %d = %.2f×", r.PodsMade, len(p.jobs), float64(r.PodsMade)/float64(len(p.jobs)))
+	})
+	row("scale-ups / scale-downs (all days)", func(r poolsim.Result) string { return fmt.Sprintf("%d / %d", r.ScaleUps, r.ScaleDowns) })
+	row("pools found / removed", func(r poolsim.Result) string { return fmt.Sprintf("%d / %d", r.PoolsFound, r.PoolsRemoved) })
+	fmt.Fprintf(w, "\n## Targets (issue 41), the controller with nothing written\n\n| target | seed %d | |\n|---|---|---|\n", p.seed)
+	for _, t := range targets(p) {
+		fmt.Fprintf(w, "| %s | %s | %s |\n", t[0], t[1], t[2])
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(w, "\n### The same targets on other seeds\n\nSeeds 1–8 were played while the keep-alive was chosen; 101–103 were first played after the rules were fixed.\n\n")
+		fmt.Fprintf(w, "| seed | warm (fixed) | idle vs fixed | pipelines, lowest | new image from 6th | pods made | targets met |\n|---:|---:|---:|---:|---:|---:|---|\n")
+		for _, o := range rest {
+			l, f := o.result[poolsim.Learned], o.result[poolsim.Fixed]
+			low := 1.0
+			for _, c := range l.Pipelines {
+				low = min(low, c.Rate())
+			}
+			ni := poolsim.NewImageFrom(l.NewImage, 6)
+			var missed []string
+			for _, t := range targets(o) {
+				if t[2] != "met" {
+					missed = append(missed, t[0])
+				}
+			}
+			res := "all"
+			if len(missed) > 0 {
+				res = "all but: " + strings.Join(missed, "; ")
+			}
+			fmt.Fprintf(w, "| %d | %.1f %% (%.1f %%) | %.2f× | %.2f | %.2f | %.2f× | %s |\n", o.seed, 100*l.WarmRate(), 100*f.WarmRate(),
+				l.IdlePodSeconds/f.IdlePodSeconds, low, ni.Rate(), float64(l.PodsMade)/float64(len(o.jobs)), res)
+		}
+	}
+	if svgPath != "" {
+		fmt.Fprintf(w, "\n## Over the trace\n\n![claims, idle and busy pods over the 15 days, the three ways](%s)\n\n", svgName(svgPath))
+		fmt.Fprintf(w, "Per %s: warm and cold claims (dots), the mean Ready idle pods and busy pods (lines).\n", cfg.Bucket)
+	}
+	fmt.Fprintf(w, "\n## How it is modelled\n\n")
+	fmt.Fprintf(w, "- The controller's figures are package `sizing`'s own: `Decide` (with the learned `Profile`'s forecast and the keep-alive), `Share` over the budget, `DefaultDiscovery`. Its decisions run %s after each claim and every %s, as `pools.Controller`'s (Batch, Resync).\n", cfg.Batch, cfg.Resync)
+	fmt.Fprintf(w, "- What the controller's Kubernetes side does is modelled: a ReplicaSet makes a pool's missing pods at once (a claimed pod leaves it), a scale-down removes pods not Ready first, then the youngest, never one a driver waits for. The budget's in-flight rule (`pools/budget.go`) is not.\n")
+	fmt.Fprintf(w, "- A driver claims a Ready idle pod at once, or the first that becomes Ready within its warm wait, else makes a cold pod after the warm wait (at once without a pool). A driver that waits reserves its pod: real drivers race for it, and the loser lists again.\n")
+	fmt.Fprintf(w, "- Idle pod-seconds count Ready unclaimed pool pods, as `make bench-pools` does; starting pods apart.\n")
+}
+
+func svgName(path string) string {
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		return path[i+1:]
+	}
+	return path
+}
+
+// picture draws the three ways one above the other: warm and cold claims
+// per bucket, and the mean idle and busy pods, over the trace's days.
+func picture(path string, cfg poolsim.Config, p played) error {
+	const rows = 3
+	plots := make([][]*plot.Plot, rows)
+	for m := range rows {
+		r := p.result[m]
+		pl := plot.New()
+		pl.Title.Text = r.Mode.String()
+		pl.X.Label.Text = "day of the trace"
+		pl.Y.Label.Text = fmt.Sprintf("pods; claims per %s", cfg.Bucket)
+		idle, busy := make(plotter.XYs, len(r.Series)), make(plotter.XYs, len(r.Series))
+		var warm, cold plotter.XYs
+		for i, s := range r.Series {
+			x := s.At.Sub(cfg.Start).Hours()/24 + 1
+			idle[i] = plotter.XY{X: x, Y: s.Idle}
+			busy[i] = plotter.XY{X: x, Y: s.Busy}
+			if s.Warm > 0 {
+				warm = append(warm, plotter.XY{X: x, Y: float64(s.Warm)})
+			}
+			if s.Cold > 0 {
+				cold = append(cold, plotter.XY{X: x, Y: float64(s.Cold)})
+			}
+		}
+		li, err := plotter.NewLine(idle)
+		if err != nil {
+			return err
+		}
+		li.Color = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+		lb, err := plotter.NewLine(busy)
+		if err != nil {
+			return err
+		}
+		lb.Color = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+		pl.Add(li, lb)
+		pl.Legend.Add("idle pods (mean)", li)
+		pl.Legend.Add("busy pods (mean)", lb)
+		for _, c := range []struct {
+			xy    plotter.XYs
+			name  string
+			color color.Color
+		}{{warm, "warm claims", color.RGBA{G: 0x80, A: 0xff}}, {cold, "cold claims", color.Black}} {
+			if len(c.xy) == 0 {
+				continue
+			}
+			sc, err := plotter.NewScatter(c.xy)
+			if err != nil {
+				return err
+			}
+			sc.GlyphStyle.Radius = vg.Points(1)
+			sc.GlyphStyle.Color = c.color
+			pl.Add(sc)
+			pl.Legend.Add(c.name, sc)
+		}
+		pl.Legend.Top = true
+		pl.X.Min, pl.X.Max = 1, float64(cfg.Days)+1
+		plots[m] = []*plot.Plot{pl}
+	}
+	img := vgsvg.New(vg.Points(1000), vg.Points(900))
+	dc := draw.New(img)
+	t := draw.Tiles{Rows: rows, Cols: 1, PadY: vg.Points(12), PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
+	canvases := plot.Align(plots, t, dc)
+	for m := range rows {
+		plots[m][0].Draw(canvases[m][0])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := img.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
