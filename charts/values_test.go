@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -120,6 +121,33 @@ func TestChartRendersValuesAsDocumented(t *testing.T) {
   max_growth_rate: 10
 `, "    "))
 		require.NoError(t, err, "%s", out)
+	})
+	t.Run("discoverPools turns the controller's flag on and gives it create and delete on Deployments only then", func(t *testing.T) {
+		for _, on := range []bool{false, true} {
+			out, err := template(t, fmt.Sprintf("controller: {discoverPools: %t}\n", on))
+			require.NoError(t, err, "%s", out)
+			objs := objects(t, out)
+			var args []any
+			for _, d := range objs["Deployment"] {
+				if strings.HasSuffix(fmt.Sprint(dig(t, d, "metadata", "name")), "-pools") {
+					args = dig(t, d, "spec", "template", "spec", "containers", 0, "args").([]any)
+				}
+			}
+			require.NotEmpty(t, args)
+			var verbs []any
+			for _, r := range objs["Role"] {
+				if strings.HasSuffix(fmt.Sprint(dig(t, r, "metadata", "name")), "-pools") {
+					verbs = dig(t, r, "rules", 0, "verbs").([]any)
+				}
+			}
+			if on {
+				assert.Contains(t, args, "--discover-pools")
+				assert.Equal(t, []any{"get", "list", "watch", "patch", "create", "delete"}, verbs)
+			} else {
+				assert.NotContains(t, args, "--discover-pools")
+				assert.Equal(t, []any{"get", "list", "watch", "patch"}, verbs)
+			}
+		}
 	})
 	t.Run("networkPolicy with no pools selects the release's pool pods by label", func(t *testing.T) {
 		out, err := template(t, "networkPolicy: {enabled: true}\n")

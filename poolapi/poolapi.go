@@ -96,6 +96,11 @@ const (
 	// restarted controller goes on from it. Written by the controller
 	// only; deleting it makes the pool learn anew.
 	AnnotationProfile = "warmpod.dev/demand-profile"
+	// AnnotationFoundFrom is on a pool the pool controller made itself for
+	// an image that kept going cold without a pool (sizing.Discovery): the
+	// image. The controller removes such a pool once it is no longer used,
+	// and never touches a pool without it.
+	AnnotationFoundFrom = "warmpod.dev/found-from-jobs"
 )
 
 // Annotations by which the drivers tell the pool controller what a pool's
@@ -136,7 +141,7 @@ func Keys() []string {
 	return []string{
 		LabelPool, LabelState, LabelConfig, LabelTemplateHash, LabelJob, LabelServer, LabelRunner,
 		AnnotationBin, AnnotationAlpine, AnnotationRunnerHelper,
-		AnnotationDefaultPool, AnnotationPolicy, AnnotationSizing, AnnotationProfile,
+		AnnotationDefaultPool, AnnotationPolicy, AnnotationSizing, AnnotationProfile, AnnotationFoundFrom,
 		AnnotationClaimedAt, AnnotationClaimWait, AnnotationColdReason, AnnotationRetiring, AnnotationDeletionCost,
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -59,6 +60,9 @@ type Config struct {
 	// mark is taken off again (the ReplicaSet removed another pod instead,
 	// or the pool grew meanwhile). Default DefaultRetireGrace.
 	RetireGrace time.Duration
+	// Discovery finds pools from the jobs (discover.go); the zero value is
+	// off, sizing.DefaultDiscovery what --discover-pools turns on.
+	Discovery sizing.Discovery
 }
 
 // Defaults of Config.
@@ -112,6 +116,11 @@ type Controller struct {
 	// (budget.go).
 	grown   map[string]grown
 	waiting map[string]int
+
+	// finder counts the cold jobs without a pool (Config.Discovery): the
+	// informer's handler writes, the worker reads.
+	finderMu sync.Mutex
+	finder   *sizing.Finder
 }
 
 // New makes a Controller over cs. rec reports Events on the pools'
@@ -135,7 +144,7 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = poolapi.LabelPool }))
 	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f, podFactory: pf,
 		invalid: map[string]string{}, sized: map[string]bool{}, policies: map[string]parsedPolicy{},
-		grown: map[string]grown{}, waiting: map[string]int{},
+		grown: map[string]grown{}, waiting: map[string]int{}, finder: sizing.NewFinder(cfg.Discovery),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pools", Clock: clk}),
@@ -244,6 +253,9 @@ func (c *Controller) podEvent(o any) {
 	}
 	ob := c.tracker.Observe(p, c.clock.Now())
 	name := p.Labels[poolapi.LabelPool]
+	if ob.NoPool != "" {
+		c.noPool(ob.NoPool, ob.NoPoolAt)
+	}
 	// Claims made before this process started were counted by the one
 	// before it: the counters start at zero, the demand history does not.
 	if ob.Claim != nil && ob.Claim.At.After(c.started) {
@@ -303,6 +315,14 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		return err
 	}
 	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return strings.Compare(a.Name, b.Name) })
+	var discoverErr error
+	if c.cfg.Discovery.After > 0 {
+		// A pool made now is sized from the next decision on, once the
+		// informer shows it; one removed now is sized no more.
+		var removed map[string]bool
+		removed, discoverErr = c.discover(ctx, deps, now)
+		deps = slices.DeleteFunc(deps, func(d *appsv1.Deployment) bool { return removed[d.Name] })
+	}
 	// One pass over the pods' cache: a list by selector scans every pool
 	// pod of the namespace, so one per pool cost pools × pods per decision.
 	all, err := c.pods.Pods(c.cfg.Namespace).List(labels.Everything())
@@ -345,7 +365,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			MilliCPU: x.cpu, MemoryBytes: x.mem}
 	}
 	err = c.applyAll(ctx, ds, sizing.Share(c.cfg.Budget, demands), now)
-	return errors.Join(err, c.saveProfiles(ctx, ds, now))
+	return errors.Join(discoverErr, err, c.saveProfiles(ctx, ds, now))
 }
 
 // saveProfiles persists the learned profiles that changed, each

@@ -220,10 +220,16 @@ type harness struct {
 
 func newHarness(t *testing.T, now time.Time, budget sizing.Budget, objs ...k8sruntime.Object) *harness {
 	t.Helper()
+	return newHarnessConfig(t, now, Config{Namespace: ns, Budget: budget}, objs...)
+}
+
+// newHarnessConfig is newHarness with the controller's whole Config.
+func newHarnessConfig(t *testing.T, now time.Time, cfg Config, objs ...k8sruntime.Object) *harness {
+	t.Helper()
 	h := &harness{api: newAPIServer(t, objs...), clock: clocktesting.NewFakeClock(now), rec: record.NewFakeRecorder(100), reg: prometheus.NewRegistry()}
 	m, err := NewMetrics(h.reg)
 	require.NoError(t, err)
-	h.c = New(h.api, Config{Namespace: ns, Budget: budget}, slog.New(slog.NewTextHandler(io.Discard, nil)), h.clock, h.rec, m)
+	h.c = New(h.api, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), h.clock, h.rec, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
 		cancel()

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
@@ -111,6 +112,11 @@ type Observed struct {
 	// Start is a pod start time measured now (creation to Ready of a pool
 	// pod or a cold pod); 0 = none.
 	Start time.Duration
+	// NoPool is the image of a cold pod whose job found no pool for it
+	// (poolapi.ColdNoPool), seen now for the first time, created at
+	// NoPoolAt; "" = none. sizing.Discovery counts them.
+	NoPool   string
+	NoPoolAt time.Time
 }
 
 // Observe counts what pod tells, once per pod: the claim it made, its wait,
@@ -132,6 +138,9 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 	claimed := pod.Labels[poolapi.LabelState] == poolapi.StateClaimed
 	if claimed && bits&seenClaim == 0 {
 		bits |= seenClaim
+		if poolapi.ColdReason(cold) == poolapi.ColdNoPool {
+			o.NoPool, o.NoPoolAt = pool.JobImage(&pod.Spec), pod.CreationTimestamp.Time
+		}
 		if c, ok := claimOf(pod, name, cold, now); ok && c.At.After(t.ignoreBefore[key]) {
 			addClaim(h, c)
 			o.Claim = &c
@@ -339,6 +348,25 @@ func (t *Tracker) Demand(key string, now time.Time) (claims, colds []time.Time, 
 		podStart = medianStart(h.starts)
 	}
 	return slices.Clone(h.claims), slices.Clone(h.colds), h.last, podStart, upLastMinute
+}
+
+// SeedColds adds the cold jobs of a pool just made for them (the jobs
+// that found no pool, sizing.Finder.Colds) to its history: its demand and
+// keep-alive start from them.
+func (t *Tracker) SeedColds(key string, colds []time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	h := t.pool(key)
+	for _, c := range colds {
+		addClaim(h, Claim{At: c, Wait: -1})
+	}
+}
+
+// LastClaim is pool key's last claim, warm or cold; zero when none is known.
+func (t *Tracker) LastClaim(key string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pool(key).last
 }
 
 // Remove forgets a pool that is gone.

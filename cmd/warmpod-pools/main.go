@@ -58,7 +58,7 @@ type options struct {
 	resync, leaseDuration, renewDeadline, retryPeriod   time.Duration
 	qps                                                 float64
 	burst                                               int
-	leaderElect                                         bool
+	leaderElect, discoverPools                          bool
 }
 
 func parseFlags(args []string) (options, []string, error) {
@@ -73,6 +73,7 @@ func parseFlags(args []string) (options, []string, error) {
 	fs.IntVar(&o.budgetPods, "budget-pods", 0, "the most idle pods of all pools of the namespace together (0: no limit)")
 	fs.StringVar(&o.budgetCPU, "budget-cpu", "", "the most CPU the idle pods may request together, a quantity such as 4 or 2500m (empty: no limit)")
 	fs.StringVar(&o.budgetMemory, "budget-memory", "", "the most memory the idle pods may request together, a quantity such as 8Gi (empty: no limit)")
+	fs.BoolVar(&o.discoverPools, "discover-pools", false, "make a pool from the default pool for an image whose jobs went cold without one 3 times within a day, and remove it after a week without a claim (needs create and delete on deployments)")
 	fs.DurationVar(&o.resync, "resync", pools.DefaultResync, "longest time between two decisions without an event: the lag behind a period's start or an idle_time's end")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics and /healthz (empty: none)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "hold a coordination.k8s.io Lease so that one replica sizes pools at a time")
@@ -214,6 +215,9 @@ func serve(ctx context.Context, o options, budget sizing.Budget, log *slog.Logge
 	defer bc.Shutdown()
 	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "warmpod-pools"})
 	cfg := pools.Config{Namespace: cl.Namespace, Budget: budget, Resync: o.resync}
+	if o.discoverPools {
+		cfg.Discovery = sizing.DefaultDiscovery()
+	}
 	lead := func(ctx context.Context) error {
 		m.SetLeader(true)
 		defer m.SetLeader(false)
