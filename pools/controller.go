@@ -361,7 +361,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	c.forgetGone(present)
 	demands := make([]sizing.Demand, len(ds))
 	for i, x := range ds {
-		demands[i] = sizing.Demand{Name: x.d.Name, Desired: x.dec.Idle, Min: x.per.Min, RecentClaims: x.dec.Terms.Demand,
+		demands[i] = sizing.Demand{Name: x.d.Name, Desired: x.dec.Idle, Min: x.per.Min, RecentClaims: x.dec.Terms.Demand, Expected: x.dec.Terms.Profile,
 			MilliCPU: x.cpu, MemoryBytes: x.mem}
 	}
 	err = c.applyAll(ctx, ds, sizing.Share(c.cfg.Budget, demands), now)

@@ -32,9 +32,12 @@ type Demand struct {
 	// Min is the active period's min, given before any pool gets more.
 	Min int
 	// RecentClaims is the pool's claims, warm and cold, in its recent window
-	// (for example Terms.Demand): pools with claims are served first, the
-	// most claims first.
-	RecentClaims int
+	// (for example Terms.Demand), and Expected the pods its learned profile
+	// expects soon (Terms.Profile): pools with claims or a burst coming are
+	// served first, the larger of the two first. So the budget goes to
+	// what is coming, not only to what came: the 11:00 pipeline's pool is
+	// pre-warmed before a pool whose size only a schedule asks for.
+	RecentClaims, Expected int
 	// MilliCPU and MemoryBytes are one pod's requests (the sum over its
 	// containers), in millicores and bytes.
 	MilliCPU    int64
@@ -47,14 +50,15 @@ type Demand struct {
 //
 //  1. every pool's min (up to its Desired), in priority order, while the
 //     budget lasts;
-//  2. then the pools with recent claims, sharing what is left by water
+//  2. then the pools with recent or expected claims, sharing what is left by water
 //     filling: each gets up to the same number of further pods, so a pool
 //     that needs 2 gets both before a pool that needs 30 gets its 3rd, and
 //     the pods that do not divide evenly go in priority order;
-//  3. then, the same way, the pools without recent claims (those whose size
-//     only the schedule asks for).
+//  3. then, the same way, the pools without them (those whose size only
+//     the schedule asks for).
 //
-// Priority order is the most RecentClaims first, then Name, then the position
+// Priority order is the most claims (the larger of RecentClaims and
+// Expected) first, then Name, then the position
 // in demands, so the answer does not depend on map order or timing. A pool
 // whose next pod does not fit the CPU or memory left stops there; cheaper
 // pools may go on.
@@ -111,7 +115,8 @@ func newSharing(b Budget, demands []Demand) *sharing {
 	s.pods, s.milliCPU, s.memory = b.Limits()
 	for i, d := range demands {
 		d.Desired = min(max(d.Desired, 0), MaxCount)
-		d.Min, d.RecentClaims = max(d.Min, 0), max(d.RecentClaims, 0)
+		// From here RecentClaims is the pool's priority: recent or expected.
+		d.Min, d.RecentClaims = max(d.Min, 0), max(d.RecentClaims, d.Expected, 0)
 		d.MilliCPU, d.MemoryBytes = max(d.MilliCPU, 0), max(d.MemoryBytes, 0)
 		s.ds[i], s.order[i] = d, i
 	}

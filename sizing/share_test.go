@@ -31,6 +31,14 @@ func TestShare(t *testing.T) {
 			want: []int{4, 6},
 		},
 		{
+			name:   "a burst the profile expects is served before a schedule's size",
+			budget: Budget{Pods: 10},
+			demands: []Demand{
+				{Name: "a-scheduled", Desired: 5}, {Name: "b-pipeline", Desired: 8, Expected: 8},
+			},
+			want: []int{2, 8},
+		},
+		{
 			name:   "pools with claims first, water-filled: the small need is met whole",
 			budget: Budget{Pods: 8},
 			demands: []Demand{

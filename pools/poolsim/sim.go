@@ -570,7 +570,7 @@ func (w *world) decide() {
 		}
 		decs[i] = sizing.Decide(p.policy, obs, w.now)
 		_, per := p.policy.Active(w.now)
-		demands[i] = sizing.Demand{Name: name, Desired: decs[i].Idle, Min: per.Min, RecentClaims: decs[i].Terms.Demand}
+		demands[i] = sizing.Demand{Name: name, Desired: decs[i].Idle, Min: per.Min, RecentClaims: decs[i].Terms.Demand, Expected: decs[i].Terms.Profile}
 	}
 	shares := sizing.Share(sizing.Budget{Pods: w.cfg.Budget}, demands)
 	for i, name := range names {
