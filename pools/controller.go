@@ -117,6 +117,8 @@ type Controller struct {
 	grown   map[string]grown
 	waiting map[string]int
 
+	// dampers keep each pool's size from flapping (sizing.Damper).
+	dampers map[string]*damped
 	// finder counts the cold jobs without a pool (Config.Discovery): the
 	// informer's handler writes, the worker reads.
 	finderMu sync.Mutex
@@ -144,7 +146,7 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = poolapi.LabelPool }))
 	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f, podFactory: pf,
 		invalid: map[string]string{}, sized: map[string]bool{}, policies: map[string]parsedPolicy{},
-		grown: map[string]grown{}, waiting: map[string]int{}, finder: sizing.NewFinder(cfg.Discovery),
+		grown: map[string]grown{}, waiting: map[string]int{}, finder: sizing.NewFinder(cfg.Discovery), dampers: map[string]*damped{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pools", Clock: clk}),
@@ -352,7 +354,21 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		pp := sortPods(byPool[d.Name])
 		obs := pp.observation(c.tracker, key, c.started, now)
 		_, per := pol.Active(now)
-		x := decided{d: d, key: key, pods: pp, dec: sizing.Decide(pol, obs, now), per: per, start: obs.PodStart}
+		dec := sizing.Decide(pol, obs, now)
+		dm := c.dampers[key]
+		if dm == nil {
+			dm = &damped{}
+			c.dampers[key] = dm
+		}
+		if dm.text != text || dm.period != dec.Period || dec.Reason == sizing.ReasonMax {
+			dm.Reset()
+			dm.text, dm.period = text, dec.Period
+		}
+		if n, held := dm.Damp(now, dec.Idle, replicasOf(d), len(pp.idle), append(slices.Clone(obs.Claims), obs.ColdStarts...)); held {
+			dec.Idle = n
+			dec.Message += fmt.Sprintf("; held at %d: no shrink within a stable window (%s) of a higher decision, nor while a burst outruns the idle pods", n, sizing.StableWindow)
+		}
+		x := decided{d: d, key: key, pods: pp, dec: dec, per: per, start: obs.PodStart}
 		x.claims = append(obs.Claims, obs.ColdStarts...)
 		x.lastDem = obs.LastClaim
 		x.cpu, x.mem = podRequests(&d.Spec.Template)
@@ -389,6 +405,14 @@ func (c *Controller) saveProfiles(ctx context.Context, ds []decided, now time.Ti
 	return errors.Join(errs...)
 }
 
+// damped is a pool's Damper, with the policy text and the period of its
+// last decision: a change of either resets it.
+type damped struct {
+	sizing.Damper
+	text   string
+	period int
+}
+
 // parsedPolicy is a policy's text and what it parsed to.
 type parsedPolicy struct {
 	text string
@@ -416,6 +440,7 @@ func (c *Controller) forgetGone(present map[string]bool) {
 			delete(c.sized, key)
 			delete(c.policies, key)
 			delete(c.grown, key)
+			delete(c.dampers, key)
 			ns, name, _ := cache.SplitMetaNamespaceKey(key)
 			c.tracker.Remove(key)
 			c.m.forget(ns, name)

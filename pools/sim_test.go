@@ -161,6 +161,12 @@ type simArrival struct {
 type simTouch struct {
 	at   time.Time
 	pool string
+	// stable: the end of a stable window after another touch (not
+	// followed by one more). It touches every decision from at until
+	// until: the shrink the Damper held comes a stable window after the
+	// last decision that asked for more, or after the last one in panic.
+	stable bool
+	until  time.Time
 }
 
 // simWorld is the cluster around the controller.
@@ -389,14 +395,23 @@ func (w *simWorld) decide() {
 	w.settle()
 	now := w.clock.Now()
 	kept := w.later[:0]
+	var held []simTouch
 	for _, l := range w.later {
-		if l.at.After(now) {
+		switch {
+		case l.at.After(now):
 			kept = append(kept, l)
-		} else {
+		default:
 			w.touched[l.pool] = true
+			if l.stable && l.until.After(now) {
+				kept = append(kept, l)
+			}
+			if !l.stable {
+				// A shrink it asks for may wait a stable window.
+				held = append(held, w.stableTouch(l.at, l.pool))
+			}
 		}
 	}
-	w.later = kept
+	w.later = append(kept, held...)
 	w.allowed, w.touched = w.touched, map[string]bool{}
 	m := w.minute()
 	m.decisions++
@@ -423,6 +438,9 @@ func (w *simWorld) decide() {
 func (w *simWorld) touch(p *simPool, claim bool) {
 	now := w.clock.Now()
 	w.touched[p.name] = true
+	// The shrink a change asks for may wait a stable window
+	// (sizing.Damper), or a panic's stable window after a claim.
+	w.later = append(w.later, w.stableTouch(now, p.name))
 	if claim {
 		for _, it := range p.policy.idleTimes {
 			w.later = append(w.later, simTouch{at: now.Add(it), pool: p.name})
@@ -434,6 +452,17 @@ func (w *simWorld) touch(p *simPool, claim bool) {
 			}
 		}
 	}
+}
+
+// stableTouch is the touch of the end of a stable window after a touch at
+// at (see simTouch.stable).
+func (w *simWorld) stableTouch(at time.Time, pool string) simTouch {
+	// The Damper forgets a decision a stable window after it was made: the
+	// last one that asked for more came before the touch that lowered the
+	// figure, by less than a resync (a decision runs at least every
+	// resync).
+	from := at.Add(sizing.StableWindow - DefaultResync)
+	return simTouch{at: from, pool: pool, stable: true, until: from.Add(sizing.PanicWindow + 3*DefaultResync + time.Second)}
 }
 
 // settle writes a barrier pod and bumps a barrier Deployment, and waits

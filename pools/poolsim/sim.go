@@ -227,6 +227,7 @@ type pool struct {
 	ups           []up
 	profile       sizing.Profile
 	known         time.Time
+	damper        sizing.Damper
 }
 
 type up struct {
@@ -569,6 +570,7 @@ func (w *world) decide() {
 			obs.ScaledUpLastMinute += u.n
 		}
 		decs[i] = sizing.Decide(p.policy, obs, w.now)
+		decs[i].Idle, _ = p.damper.Damp(w.now, decs[i].Idle, p.replicas, obs.Idle, append(slices.Clone(p.claims), p.colds...))
 		_, per := p.policy.Active(w.now)
 		demands[i] = sizing.Demand{Name: name, Desired: decs[i].Idle, Min: per.Min, RecentClaims: decs[i].Terms.Demand, Expected: decs[i].Terms.Profile}
 	}
