@@ -48,7 +48,8 @@ func (c *Controller) noPool(image string, at time.Time) {
 	c.finder.Cold(image, at)
 }
 
-// discover applies Config.Discovery to the namespace's pools deps: it
+// discover applies Config.Discovery to the namespace's pools deps (sorted
+// by name): it
 // removes the pools it made that no job used for IdleFor, then makes a pool
 // from the default pool's Deployment for each image due one, up to Max
 // such pools. A pool a person wrote (without poolapi.AnnotationFoundFrom)
@@ -66,12 +67,16 @@ func (c *Controller) discover(ctx context.Context, deps []*appsv1.Deployment, no
 		if d.DeletionTimestamp != nil {
 			continue
 		}
-		if d.Annotations[poolapi.AnnotationDefaultPool] == "true" {
-			base = d
-		}
 		images[pool.JobImage(&d.Spec.Template.Spec)] = true
 		image, found := d.Annotations[poolapi.AnnotationFoundFrom]
 		if !found {
+			// The drivers' default pool, whose template makes the cold
+			// pods of images without a pool: the one annotated default,
+			// else the first by name (deps are sorted by name), as
+			// pool.Cluster.Pools picks it; never a pool made here.
+			if base == nil || d.Annotations[poolapi.AnnotationDefaultPool] == "true" && base.Annotations[poolapi.AnnotationDefaultPool] != "true" {
+				base = d
+			}
 			continue
 		}
 		key := d.Namespace + "/" + d.Name

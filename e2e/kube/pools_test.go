@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,11 @@ func controllerManifests(t *testing.T, args ...string) string {
 		require.NoError(t, err)
 		var m map[string]any
 		require.NoError(t, json.Unmarshal(j, &m))
+		if m["kind"] == "Role" && slices.Contains(args, "--discover-pools") {
+			// What the manifest's comment says --discover-pools needs.
+			rule := m["rules"].([]any)[0].(map[string]any)
+			rule["verbs"] = append(rule["verbs"].([]any), "create", "delete")
+		}
 		if m["kind"] == "Deployment" {
 			spec := m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 			spec["nodeName"], spec["hostNetwork"], spec["enableServiceLinks"] = "127.0.0.1", true, false
