@@ -45,6 +45,7 @@ var version = "dev"
 
 const usage = `usage: warmpod-pools [flags]        (run the controller)
        warmpod-pools [flags] check [FILE | -]   (check a pool policy, or with no FILE every pool's of the namespace)
+       warmpod-pools [flags] status             (every pool of the namespace: pods, target, why, what it expects)
        warmpod-pools version
 flags (each also as WARMPOD_POOLS_<NAME>):`
 
@@ -160,6 +161,9 @@ func run(args []string) int {
 	}
 	if len(rest) > 0 && rest[0] == "check" {
 		return check(context.Background(), o, rest[1:], os.Stdin, os.Stdout, os.Stderr)
+	}
+	if len(rest) > 0 && rest[0] == "status" {
+		return status(context.Background(), o, rest[1:], os.Stdout, os.Stderr)
 	}
 	if len(rest) > 0 {
 		fmt.Fprintf(os.Stderr, "warmpod-pools: unexpected argument %q\n", rest[0])

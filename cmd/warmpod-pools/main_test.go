@@ -62,7 +62,7 @@ func TestRunRefusesBadArguments(t *testing.T) {
 	for _, args := range [][]string{{"--no-such-flag"}, {"--budget-pods=-3"}, {"extra"}, {"--resync=soon"},
 		// client-go's leader election panicked on these (issue 39).
 		{"--lease-duration=1s"}, {"--renew-deadline=2s"}, {"--retry-period=0s"},
-		{"--kube-api-qps=0"}, {"--kube-api-burst=0"}, {"--resync=0s"}} {
+		{"--kube-api-qps=0"}, {"--kube-api-burst=0"}, {"--resync=0s"}, {"status", "extra"}} {
 		assert.Equal(t, 2, run(args), "%v", args)
 	}
 	assert.Equal(t, 0, run([]string{"version"}))

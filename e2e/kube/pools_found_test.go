@@ -26,7 +26,8 @@ import (
 // take the drivers' cold path (pool.Set.ForImage, CreateCold with the
 // no-pool reason); after the third, the controller makes a pool for that
 // image from busybox's Deployment, with a PoolFound Event, sizes it, and
-// the next job of that image claims one of its pods warm.
+// the next job of that image claims one of its pods warm. `warmpod-pools
+// status`, run in the controller's pod as the chart's NOTES say, shows it.
 func TestPoolsFoundFromTheJobs(t *testing.T) {
 	ns := newNamespace(t, "found", true)
 	ctx := context.Background()
@@ -103,4 +104,12 @@ func TestPoolsFoundFromTheJobs(t *testing.T) {
 	})
 	assert.Equal(t, found, claimed.Pool)
 	require.NoError(t, cl.Delete(ctx, *claimed))
+
+	// What the chart's NOTES tell a person to run: the view, from inside
+	// the controller's pod with its account.
+	out, err = exec.Command(kubectl, "exec", "-n", ns, "deploy/warmpod-pools", "--", "/warmpod-pools", "status").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Logf("warmpod-pools status:\n%s", out)
+	assert.Contains(t, string(out), "made by the controller for "+image)
+	assert.Regexp(t, `(?m)^busybox\s+localhost/kube-e2e/busybox:v1\s+`, string(out))
 }

@@ -1,0 +1,173 @@
+package pools
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
+	"github.com/warmpod/warmpod/sizing"
+)
+
+// View is one pool as `warmpod-pools status` shows it: what its
+// Deployment, its pods and the controller's annotations on it say now.
+type View struct {
+	Name, Image string
+	// FoundFrom is the image the controller made the pool for (""
+	// for a pool a person wrote).
+	FoundFrom string
+	// Replicas is the pool's size (its idle target); Idle, Starting,
+	// Pending, Retiring and Busy its pods by state.
+	Replicas                                int
+	Idle, Starting, Pending, Retiring, Busy int
+	// Floor and Max are the active period's min and max (Max NoMax: none);
+	// IdleCount its idle_count; Period its index (-1: the default).
+	Floor, Max, IdleCount, Period int
+	// Policy is "" when the pool has none (the controller leaves it alone),
+	// PolicyErr what is wrong with it.
+	Policy, PolicyErr string
+	// Status is the controller's last word on the pool's size
+	// (poolapi.AnnotationSizing); zero when it has written none.
+	Status Status
+	// Coming are the bursts the learned profile expects in the next day,
+	// one per slot that expects any, soonest first, at most five.
+	Coming []sizing.Forecast
+	// ProfileErr says why the saved profile does not read.
+	ProfileErr string
+}
+
+// Views reads the pools of deps (pool Deployments) and pods (the
+// namespace's pool pods) at now. Pools are in the order of their names.
+func Views(deps []appsv1.Deployment, pods []corev1.Pod, now time.Time) []View {
+	byPool := map[string][]*corev1.Pod{}
+	for i := range pods {
+		p := &pods[i]
+		byPool[p.Labels[poolapi.LabelPool]] = append(byPool[p.Labels[poolapi.LabelPool]], p)
+	}
+	var out []View
+	for i := range deps {
+		d := &deps[i]
+		v := View{Name: d.Name, Image: pool.JobImage(&d.Spec.Template.Spec), FoundFrom: d.Annotations[poolapi.AnnotationFoundFrom],
+			Replicas: replicasOf(d), Status: readStatus(d), Period: -1, Max: sizing.NoMax}
+		for _, p := range byPool[d.Spec.Template.Labels[poolapi.LabelPool]] {
+			switch pool.StateOf(p) {
+			case poolapi.PodIdle:
+				v.Idle++
+			case poolapi.PodStarting:
+				v.Starting++
+			case poolapi.PodPending:
+				v.Pending++
+			case poolapi.PodRetiring:
+				v.Retiring++
+			case poolapi.PodBusy:
+				v.Busy++
+			}
+		}
+		if text, ok := d.Annotations[poolapi.AnnotationPolicy]; ok {
+			v.Policy = text
+			pol, err := sizing.Parse(text)
+			if err != nil {
+				v.PolicyErr = err.Error()
+			} else {
+				idx, per := pol.Active(now)
+				v.Period, v.Floor, v.Max, v.IdleCount = idx, per.Min, per.Max, per.IdleCount
+			}
+		}
+		if text, ok := d.Annotations[poolapi.AnnotationProfile]; ok {
+			prof, err := sizing.UnmarshalProfile(text)
+			if err != nil {
+				v.ProfileErr = err.Error()
+			} else {
+				v.Coming = coming(&prof, now)
+			}
+		}
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(a, b View) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// coming is what prof expects over the day from now: the first forecast
+// of each slot that expects pods, at most five.
+func coming(prof *sizing.Profile, now time.Time) []sizing.Forecast {
+	var out []sizing.Forecast
+	for t := now; t.Before(now.Add(24*time.Hour)) && len(out) < 5; t = t.Add(sizing.ProfileSlot) {
+		f := prof.Forecast(t, 0)
+		if f.Pods > 0 && (len(out) == 0 || !out[len(out)-1].At.Equal(f.At)) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// RenderViews writes views for a person: a table of the pools, then per
+// pool why it has its size and what it expects.
+func RenderViews(w io.Writer, views []View, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tIMAGE\tTARGET\tIDLE\tSTARTING\tPENDING\tBUSY\tFLOOR\tMAX\tREASON\tDECIDED")
+	for _, v := range views {
+		maxS := "-"
+		if v.Max != sizing.NoMax {
+			maxS = fmt.Sprint(v.Max)
+		}
+		reason, decided := "-", "-"
+		switch {
+		case v.Policy == "":
+			reason = "no policy (not sized)"
+		case v.PolicyErr != "":
+			reason = "invalid policy"
+		case v.Status.Reason != "":
+			reason = v.Status.Reason
+		}
+		if !v.Status.DecidedAt.IsZero() {
+			decided = now.Sub(v.Status.DecidedAt).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", v.Name, v.Image, v.Replicas, v.Idle, v.Starting+v.Retiring, v.Pending,
+			v.Busy, max(v.Floor, v.IdleCount), maxS, reason, decided)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, v := range views {
+		fmt.Fprintf(w, "\n%s:\n", v.Name)
+		if v.FoundFrom != "" {
+			fmt.Fprintf(w, "  made by the controller for %s (jobs went cold without a pool); removed after a week without a claim\n", v.FoundFrom)
+		}
+		switch {
+		case v.Policy == "":
+			fmt.Fprintf(w, "  no %s: the controller leaves its size alone\n", poolapi.AnnotationPolicy)
+		case v.PolicyErr != "":
+			fmt.Fprintf(w, "  %s does not read, the pool keeps its size: %s\n", poolapi.AnnotationPolicy, v.PolicyErr)
+		default:
+			period := "no period matches: the default"
+			if v.Period >= 0 {
+				period = fmt.Sprintf("period %d", v.Period)
+			}
+			fmt.Fprintf(w, "  %s: idle_count %d, min %d\n", period, v.IdleCount, v.Floor)
+		}
+		if v.Status.Message != "" {
+			fmt.Fprintf(w, "  last change: %s\n", v.Status.Message)
+		}
+		if v.Status.PodStart > 0 {
+			fmt.Fprintf(w, "  pod start (measured): %.1f s\n", v.Status.PodStart)
+		}
+		switch {
+		case v.ProfileErr != "":
+			fmt.Fprintf(w, "  the saved profile does not read (the controller learns anew): %s\n", v.ProfileErr)
+		case len(v.Coming) == 0 && v.Policy != "" && v.PolicyErr == "":
+			fmt.Fprintln(w, "  learned: nothing expected in the next 24 h")
+		default:
+			for _, f := range v.Coming {
+				fmt.Fprintf(w, "  learned: %s\n", f.Why)
+			}
+		}
+	}
+	return nil
+}

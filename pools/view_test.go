@@ -1,0 +1,91 @@
+package pools
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/warmpod/warmpod/poolapi"
+	"github.com/warmpod/warmpod/sizing"
+)
+
+// warmpod-pools status: each pool's pods by state, its target, floor and
+// max, the controller's reason, and what its saved profile expects.
+func TestViews(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 50, 0, 0, time.UTC) // a Tuesday
+	golang := *basePool("golang", "golang:1.26")
+	golang.Annotations[poolapi.AnnotationPolicy] = "- idle_count: 0\n  idle_time: 30m\n- periods: [\"* 8-17 * * mon-fri\"]\n  idle_count: 1\n  min: 1\n  max: 40"
+	st := Status{Replicas: 3, Reason: "keep_alive", Message: "replicas 4 → 3: 1 idle (keep_alive)…", PodStart: 3.2, DecidedAt: now.Add(-90 * time.Second)}
+	golang.Annotations[poolapi.AnnotationSizing] = mustJSON(t, st)
+	var prof sizing.Profile
+	monday11 := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
+	claims := make([]time.Time, 30)
+	for i := range claims {
+		claims[i] = monday11.Add(time.Duration(i) * time.Second)
+	}
+	prof.Fold(claims, 30*time.Second, monday11.Add(-time.Hour), now)
+	golang.Annotations[poolapi.AnnotationProfile] = prof.Marshal()
+	golang.Spec.Replicas = new(int32(3))
+	manual := *poolDeployment("manual", "", 2)
+	bad := *poolDeployment("bad", "- idle_count: -1", 1)
+	found := *basePool("auto-python-3-12-1a2b3c4d", "python:3.12")
+	found.Annotations[poolapi.AnnotationFoundFrom] = "python:3.12"
+	found.Annotations[poolapi.AnnotationProfile] = "not base64!"
+	delete(found.Annotations, poolapi.AnnotationDefaultPool)
+
+	var pods []corev1.Pod
+	for i, s := range []string{"idle", "idle", "starting", "busy", "busy"} {
+		p := idlePod("golang", fmt.Sprint("g", i), s == "idle", now.Add(-time.Hour))
+		if s == "busy" {
+			p = claimedPod("golang", fmt.Sprint("g", i), now.Add(-time.Minute))
+		}
+		pods = append(pods, *p)
+	}
+	pending := idlePod("golang", "unscheduled", false, now)
+	pending.Spec.NodeName = ""
+	pods = append(pods, *pending)
+
+	views := Views([]appsv1.Deployment{manual, golang, bad, found}, pods, now)
+	require.Len(t, views, 4)
+	assert.Equal(t, []string{"auto-python-3-12-1a2b3c4d", "bad", "golang", "manual"}, []string{views[0].Name, views[1].Name, views[2].Name, views[3].Name})
+	g := views[2]
+	assert.Equal(t, View{Name: "golang", Image: "golang:1.26", Replicas: 3, Idle: 2, Starting: 1, Pending: 1, Busy: 2,
+		Floor: 1, Max: 40, IdleCount: 1, Period: 1, Policy: g.Policy, Status: st, Coming: g.Coming}, g)
+	require.NotEmpty(t, g.Coming)
+	assert.Equal(t, 30, g.Coming[0].Pods)
+	assert.Contains(t, g.Coming[0].Why, "pre-warming 30 for Tue 11:00 UTC, seen on 1 of the last 1 weekdays")
+	assert.NotEmpty(t, views[1].PolicyErr)
+	assert.Equal(t, "python:3.12", views[0].FoundFrom)
+	assert.NotEmpty(t, views[0].ProfileErr)
+
+	var b bytes.Buffer
+	require.NoError(t, RenderViews(&b, views, now))
+	out := b.String()
+	for _, want := range []string{
+		"POOL ", "golang  ", "keep_alive", "1m30s ago",
+		"period 1: idle_count 1, min 1",
+		"learned: pre-warming 30 for Tue 11:00 UTC",
+		"manual:\n  no warmpod.dev/policy: the controller leaves its size alone",
+		"warmpod.dev/policy does not read, the pool keeps its size: ",
+		"made by the controller for python:3.12",
+		"the saved profile does not read (the controller learns anew)",
+		"pod start (measured): 3.2 s",
+	} {
+		assert.Contains(t, out, want)
+	}
+	t.Log("\n" + out)
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
