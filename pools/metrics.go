@@ -1,6 +1,9 @@
 package pools
 
 import (
+	"regexp"
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -78,4 +81,27 @@ func kind(warm bool) string {
 		return "warm"
 	}
 	return "cold"
+}
+
+// Names returns the names of the metrics m exports, sorted: what a
+// dashboard's queries may name (a histogram's as registered, without the
+// _bucket, _sum and _count suffixes of its series).
+func (m *Metrics) Names() []string {
+	fq := regexp.MustCompile(`fqName: "([^"]+)"`)
+	ch := make(chan *prometheus.Desc, 32)
+	go func() {
+		for _, c := range []prometheus.Collector{m.idle, m.starting, m.busy, m.replicas, m.desired, m.claimsPerMinute,
+			m.podStart, m.policyValid, m.claims, m.scaleChanges, m.errors, m.claimWait, m.leader} {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	var names []string
+	for d := range ch {
+		if g := fq.FindStringSubmatch(d.String()); g != nil {
+			names = append(names, g[1])
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }
