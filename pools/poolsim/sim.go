@@ -112,8 +112,10 @@ type Result struct {
 	IdlePodSeconds, StartingPodSeconds float64
 	// PodsMade counts every pod created: pool pods and cold pods.
 	PodsMade int
-	// ScaleUps and ScaleDowns count the changes of the pools' replicas.
-	ScaleUps, ScaleDowns int
+	// ScaleUps and ScaleDowns count the changes of the pools' replicas;
+	// Removed the pool pods a scale-down (or a pool's removal) took away
+	// without a job: made for nothing.
+	ScaleUps, ScaleDowns, Removed int
 	// Pipelines: per pipeline name, its jobs and warm jobs, counted from
 	// day 2 for a daily pipeline and from Config.From for another.
 	Pipelines map[string]*Count
@@ -611,6 +613,7 @@ func (w *world) size(p *pool, n int) {
 				continue
 			}
 			pd.gone = true
+			w.res.Removed++
 			p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
 			excess--
 		}
@@ -631,6 +634,7 @@ func (w *world) discover() {
 		if rule.Unused(p.made, p.last, w.now) {
 			for _, pd := range p.rs {
 				pd.gone = true
+				w.res.Removed++
 			}
 			delete(w.pools, name)
 			w.res.PoolsRemoved++

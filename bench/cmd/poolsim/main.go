@@ -205,6 +205,7 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 		return fmt.Sprintf("%d / %d = %.2f×", r.PodsMade, len(p.jobs), float64(r.PodsMade)/float64(len(p.jobs)))
 	})
 	row("scale-ups / scale-downs (all days)", func(r poolsim.Result) string { return fmt.Sprintf("%d / %d", r.ScaleUps, r.ScaleDowns) })
+	row("pool pods removed without a job (all days)", func(r poolsim.Result) string { return fmt.Sprint(r.Removed) })
 	row("pools found / removed", func(r poolsim.Result) string { return fmt.Sprintf("%d / %d", r.PoolsFound, r.PoolsRemoved) })
 	fmt.Fprintf(w, "\n## Targets (issue 41), the controller with nothing written\n\n| target | seed %d | |\n|---|---|---|\n", p.seed)
 	for _, t := range targets(p) {
@@ -238,6 +239,18 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 		fmt.Fprintf(w, "\n## Over the trace\n\n![claims, idle and busy pods over the 15 days, the three ways](%s)\n\n", svgName(svgPath))
 		fmt.Fprintf(w, "Per %s: warm and cold claims (dots), the mean Ready idle pods and busy pods (lines).\n", cfg.Bucket)
 	}
+	l := p.result[poolsim.Learned]
+	fmt.Fprintf(w, "\n## What is not met, and why\n\n")
+	fmt.Fprintf(w, "- **Pods made**: %d pods for %d jobs. A fixed pool makes exactly one pod per job (each claim's replacement). "+
+		"A pool the controller grows makes the pods it pre-warms or grows for, and each claim of one of them still makes a replacement at once "+
+		"(a claimed pod leaves the ReplicaSet, which refills to `replicas` within milliseconds, before any decision can lower it); "+
+		"what no job takes is removed: %d pool pods here, the extra %.2f× of the jobs. Below 1.1× needs a claim path in which a claim "+
+		"refills the pool only when the controller wants the pod, a change to how claims leave the ReplicaSet (Step 22 redesigns the claim path).\n",
+		l.PodsMade, len(p.jobs), l.Removed, float64(l.Removed)/float64(len(p.jobs)))
+	ni := poolsim.NewImageFrom(l.NewImage, 6)
+	fmt.Fprintf(w, "- **The new image from its 6th job**: %d of its %d jobs from the 6th were warm, not all. Its pool is made after the 3rd cold job "+
+		"and starts from those jobs; a job that comes after a gap longer than the pool's keep-alive (the 95th percentile of its gaps, at most an hour) "+
+		"finds it at zero, as any pool of a trickle does in this mode (the rate over all its jobs is the mode's own).\n", ni.Warm, ni.Jobs)
 	fmt.Fprintf(w, "\n## How it is modelled\n\n")
 	fmt.Fprintf(w, "- The controller's figures are package `sizing`'s own: `Decide` (with the learned `Profile`'s forecast and the keep-alive), `Share` over the budget, `DefaultDiscovery`. Its decisions run %s after each claim and every %s, as `pools.Controller`'s (Batch, Resync).\n", cfg.Batch, cfg.Resync)
 	fmt.Fprintf(w, "- What the controller's Kubernetes side does is modelled: a ReplicaSet makes a pool's missing pods at once (a claimed pod leaves it), a scale-down removes pods not Ready first, then the youngest, never one a driver waits for. The budget's in-flight rule (`pools/budget.go`) is not.\n")
