@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -60,19 +61,9 @@ func check(ctx context.Context, o options, args []string, stdin io.Reader, stdou
 
 // checkCluster checks the policy of every pool Deployment of the namespace.
 func checkCluster(ctx context.Context, o options, stdout, stderr io.Writer) int {
-	cl, err := kubeclient.New(o.kubeconfig, o.namespace, "warmpod-pools/"+version)
+	_, ns, deps, err := listPools(ctx, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "warmpod-pools: check:", err)
-		return 1
-	}
-	cs, err := kubernetes.NewForConfig(cl.Config)
-	if err != nil {
-		fmt.Fprintln(stderr, "warmpod-pools: check:", err)
-		return 1
-	}
-	deps, err := cs.AppsV1().Deployments(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: poolapi.PoolSelector})
-	if err != nil {
-		fmt.Fprintf(stderr, "warmpod-pools: check: list the pools of namespace %s: %v\n", cl.Namespace, err)
 		return 1
 	}
 	bad := false
@@ -86,7 +77,7 @@ func checkCluster(ctx context.Context, o options, stdout, stderr io.Writer) int 
 		bad = report(stdout, name, text) || bad
 	}
 	if len(deps.Items) == 0 {
-		fmt.Fprintf(stdout, "namespace %s has no pools (Deployments labelled %s)\n", cl.Namespace, poolapi.PoolSelector)
+		fmt.Fprintf(stdout, "namespace %s has no pools (Deployments labelled %s)\n", ns, poolapi.PoolSelector)
 	}
 	if bad {
 		return exitBadPolicy
@@ -105,4 +96,23 @@ func report(w io.Writer, name, text string) bool {
 		fmt.Fprintf(w, "%s: ok\n", name)
 	}
 	return len(errs) > 0
+}
+
+// listPools connects as the flags say and lists the namespace's pool
+// Deployments, for check and status. Errors: the kubeconfig's, or the
+// list's, naming the namespace.
+func listPools(ctx context.Context, o options) (kubernetes.Interface, string, *appsv1.DeploymentList, error) {
+	cl, err := kubeclient.New(o.kubeconfig, o.namespace, "warmpod-pools/"+version)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cl.Config)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	deps, err := cs.AppsV1().Deployments(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: poolapi.PoolSelector})
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("list the pools of namespace %s: %w", cl.Namespace, err)
+	}
+	return cs, cl.Namespace, deps, nil
 }

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/warmpod/warmpod/internal/kubeclient"
 	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/pools"
 )
@@ -25,28 +23,18 @@ func status(ctx context.Context, o options, args []string, stdout, stderr io.Wri
 		fmt.Fprintf(stderr, "warmpod-pools: status takes no argument (the namespace is --namespace); got %q\n", args[0])
 		return exitUsage
 	}
-	cl, err := kubeclient.New(o.kubeconfig, o.namespace, "warmpod-pools/"+version)
+	cs, ns, deps, err := listPools(ctx, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "warmpod-pools: status:", err)
 		return 1
 	}
-	cs, err := kubernetes.NewForConfig(cl.Config)
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: poolapi.LabelPool})
 	if err != nil {
-		fmt.Fprintln(stderr, "warmpod-pools: status:", err)
-		return 1
-	}
-	deps, err := cs.AppsV1().Deployments(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: poolapi.PoolSelector})
-	if err != nil {
-		fmt.Fprintf(stderr, "warmpod-pools: status: list the pools of namespace %s: %v\n", cl.Namespace, err)
-		return 1
-	}
-	pods, err := cs.CoreV1().Pods(cl.Namespace).List(ctx, metav1.ListOptions{LabelSelector: poolapi.LabelPool})
-	if err != nil {
-		fmt.Fprintf(stderr, "warmpod-pools: status: list the pool pods of namespace %s: %v\n", cl.Namespace, err)
+		fmt.Fprintf(stderr, "warmpod-pools: status: list the pool pods of namespace %s: %v\n", ns, err)
 		return 1
 	}
 	if len(deps.Items) == 0 {
-		fmt.Fprintf(stdout, "no pool in namespace %s (Deployments labelled %s)\n", cl.Namespace, poolapi.PoolSelector)
+		fmt.Fprintf(stdout, "no pool in namespace %s (Deployments labelled %s)\n", ns, poolapi.PoolSelector)
 		return 0
 	}
 	now := time.Now()
