@@ -200,7 +200,7 @@ func (c *Controller) Start(ctx context.Context) error {
 				c.tracker.Seed(key, s)
 			}
 			if text, ok := d.Annotations[poolapi.AnnotationProfile]; ok {
-				if err := c.tracker.SeedProfile(key, text); err != nil {
+				if err := c.tracker.SeedProfile(key, text, c.clock.Now()); err != nil {
 					// Advice, like the status: the pool learns anew.
 					c.log.Warn("the pool's saved demand profile does not read; learning anew", "pool", d.Name, "err", err)
 				}
@@ -324,6 +324,14 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		var removed map[string]bool
 		removed, discoverErr = c.discover(ctx, deps, now)
 		deps = slices.DeleteFunc(deps, func(d *appsv1.Deployment) bool { return removed[d.Name] })
+		if discoverErr != nil {
+			// Logged and counted, not retried with back-off: a Role
+			// without create or delete would otherwise slow every
+			// decision to the back-off's pace. The next decision tries
+			// again.
+			c.log.Warn("finding pools from the jobs failed", "err", discoverErr)
+			discoverErr = nil
+		}
 	}
 	// One pass over the pods' cache: a list by selector scans every pool
 	// pod of the namespace, so one per pool cost pools × pods per decision.
@@ -366,7 +374,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 		if n, held := dm.Damp(now, dec.Idle, replicasOf(d), len(pp.idle), append(slices.Clone(obs.Claims), obs.ColdStarts...)); held {
 			dec.Idle = n
-			dec.Message += fmt.Sprintf("; held at %d: no shrink within a stable window (%s) of a higher decision, nor while a burst outruns the idle pods", n, sizing.StableWindow)
+			dec.Message += fmt.Sprintf("; held at %d: no shrink while a burst outruns the idle pods (panic, until %s after it)", n, sizing.StableWindow)
 		}
 		x := decided{d: d, key: key, pods: pp, dec: dec, per: per, start: obs.PodStart}
 		x.claims = append(obs.Claims, obs.ColdStarts...)
@@ -381,7 +389,11 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			MilliCPU: x.cpu, MemoryBytes: x.mem}
 	}
 	err = c.applyAll(ctx, ds, sizing.Share(c.cfg.Budget, demands), now)
-	return errors.Join(discoverErr, err, c.saveProfiles(ctx, ds, now))
+	if perr := c.saveProfiles(ctx, ds, now); perr != nil {
+		// Advice, like the status: saved at a later decision.
+		c.log.Warn("saving learned profiles failed", "err", perr)
+	}
+	return errors.Join(discoverErr, err)
 }
 
 // saveProfiles persists the learned profiles that changed, each

@@ -270,18 +270,21 @@ func TestLearnedProfileSurvivesATakeover(t *testing.T) {
 	h.settle(t)
 	require.NoError(t, h.c.Reconcile(ctx))
 	h.clock.Step(5 * time.Minute) // 11:06: the 11:00 slot is learned
+	h.settle(t)
 	require.NoError(t, h.c.Reconcile(ctx))
 	d, err := h.api.AppsV1().Deployments(ns).Get(ctx, "alpine", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.NotContains(t, d.Annotations, poolapi.AnnotationProfile, "a profile waits ProfileSaveEvery before it is saved")
 
 	h.clock.Step(ProfileSaveEvery)
+	h.settle(t)
 	require.NoError(t, h.c.Reconcile(ctx))
 	d, err = h.api.AppsV1().Deployments(ns).Get(ctx, "alpine", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Contains(t, d.Annotations, poolapi.AnnotationProfile)
 	saved := d.Annotations[poolapi.AnnotationProfile]
 	h.clock.Step(ProfileSaveEvery) // quiet slots over no history: nothing new to save
+	h.settle(t)
 	require.NoError(t, h.c.Reconcile(ctx))
 	d, err = h.api.AppsV1().Deployments(ns).Get(ctx, "alpine", metav1.GetOptions{})
 	require.NoError(t, err)

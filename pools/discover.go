@@ -32,9 +32,9 @@ const (
 	EventNoBasePool = "NoBasePool"
 )
 
-// FoundPolicy is the policy of a pool made from the jobs when its base has
-// none: no period, the pool at zero when nothing is expected; what it
-// learns (its profile, its keep-alive) sizes it.
+// FoundPolicy is the policy of a pool made from the jobs: no period, the
+// pool at zero when nothing is expected; what it learns (its profile, its
+// keep-alive) sizes it.
 const FoundPolicy = "- idle_count: 0\n  idle_time: 30m"
 
 // noPool counts a cold job that found no pool for its image (podEvent's,
@@ -60,14 +60,18 @@ func (c *Controller) discover(ctx context.Context, deps []*appsv1.Deployment, no
 	removed := map[string]bool{}
 	rule := c.cfg.Discovery
 	var base *appsv1.Deployment
-	images := map[string]bool{}
+	images := map[string]bool{} // the images of the pools a person wrote
+	for _, d := range deps {
+		if _, found := d.Annotations[poolapi.AnnotationFoundFrom]; !found && d.DeletionTimestamp == nil {
+			images[pool.JobImage(&d.Spec.Template.Spec)] = true
+		}
+	}
 	made := 0
 	var errs []error
 	for _, d := range deps {
 		if d.DeletionTimestamp != nil {
 			continue
 		}
-		images[pool.JobImage(&d.Spec.Template.Spec)] = true
 		image, found := d.Annotations[poolapi.AnnotationFoundFrom]
 		if !found {
 			// The drivers' default pool, whose template makes the cold
@@ -80,9 +84,13 @@ func (c *Controller) discover(ctx context.Context, deps []*appsv1.Deployment, no
 			continue
 		}
 		key := d.Namespace + "/" + d.Name
-		if last := c.tracker.LastClaim(key); rule.Unused(d.CreationTimestamp.Time, last, now) {
+		// Removed once unused, or once a person wrote a pool for its
+		// image: that pool is the one to size, not a second beside it.
+		last := c.tracker.LastClaim(key)
+		if superseded := images[image]; superseded || rule.Unused(d.CreationTimestamp.Time, last, now) {
 			err := c.cs.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &d.UID}})
 			if err != nil && !apierrors.IsNotFound(err) {
+				c.m.errors.WithLabelValues("discover").Inc()
 				errs = append(errs, fmt.Errorf("removing pool %s: %w", d.Name, err))
 				made++
 				continue
@@ -93,6 +101,9 @@ func (c *Controller) discover(ctx context.Context, deps []*appsv1.Deployment, no
 				since = "its last claim at " + last.UTC().Format(time.RFC3339)
 			}
 			msg := fmt.Sprintf("removed: no job of %s claimed from it for %s since %s", image, rule.IdleFor, since)
+			if superseded {
+				msg = fmt.Sprintf("removed: a pool written for %s runs its jobs now", image)
+			}
 			c.rec.Event(d, corev1.EventTypeNormal, EventPoolRemoved, msg)
 			c.log.Info("pool found from the jobs removed", "pool", d.Name, "image", image, "reason", msg)
 			continue
@@ -116,12 +127,10 @@ func (c *Controller) discover(ctx context.Context, deps []*appsv1.Deployment, no
 				"image", image, "reason", EventNoBasePool, "annotation", poolapi.AnnotationDefaultPool)
 			continue
 		}
-		policy := base.Annotations[poolapi.AnnotationPolicy]
-		if policy == "" {
-			policy = FoundPolicy
-		}
+		// Always FoundPolicy, not the base's: a base's min or idle_count
+		// copied to 20 pools nobody asked for would hold the budget.
 		name := foundName(image)
-		d, err := pool.FromBase(base, name, image, map[string]string{poolapi.AnnotationFoundFrom: image, poolapi.AnnotationPolicy: policy})
+		d, err := pool.FromBase(base, name, image, map[string]string{poolapi.AnnotationFoundFrom: image, poolapi.AnnotationPolicy: FoundPolicy})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("making a pool for %s from %s: %w", image, base.Name, err))
 			continue

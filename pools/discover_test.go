@@ -124,3 +124,42 @@ func TestFoundName(t *testing.T) {
 	}
 	assert.NotEqual(t, foundName("a/python:3"), foundName("b/python:3"))
 }
+
+// A found pool goes once a person writes a pool for its image: that pool
+// is the one its jobs should use.
+func TestAFoundPoolGivesWayToAWrittenOne(t *testing.T) {
+	ctx := context.Background()
+	now := monday9
+	objs := []k8sruntime.Object{basePool("alpine", "alpine:3.20")}
+	for i := range 3 {
+		objs = append(objs, noPoolPod("alpine", fmt.Sprintf("py-%d", i), "python:3.12", now.Add(-time.Duration(i)*time.Minute)))
+	}
+	h := newHarnessConfig(t, now, Config{Namespace: ns, Discovery: sizing.DefaultDiscovery()}, objs...)
+	require.NoError(t, h.c.Reconcile(ctx))
+	name := foundName("python:3.12")
+	_, err := h.api.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	_, err = h.api.AppsV1().Deployments(ns).Create(ctx, basePoolNotDefault("python", "python:3.12"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	h.settle(t)
+	require.NoError(t, h.c.Reconcile(ctx))
+	_, err = h.api.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	assert.Error(t, err, "removed")
+	assert.Contains(t, strings.Join(h.events(), "\n"), "PoolRemoved removed: a pool written for python:3.12 runs its jobs now")
+}
+
+func basePoolNotDefault(name, image string) *appsv1.Deployment {
+	d := basePool(name, image)
+	delete(d.Annotations, poolapi.AnnotationDefaultPool)
+	return d
+}
+
+// A saved profile folded past now (a clock ahead, an edited annotation)
+// is refused: it would never fold again.
+func TestSeedProfileRefusesTheFuture(t *testing.T) {
+	var p sizing.Profile
+	p.Fold(nil, time.Second, monday9, monday9.Add(48*time.Hour))
+	tr := NewTracker()
+	require.Error(t, tr.SeedProfile("ns/a", p.Marshal(), monday9))
+	require.NoError(t, tr.SeedProfile("ns/b", p.Marshal(), monday9.Add(49*time.Hour)))
+}

@@ -163,8 +163,8 @@ type simTouch struct {
 	pool string
 	// stable: the end of a stable window after another touch (not
 	// followed by one more). It touches every decision from at until
-	// until: the shrink the Damper held comes a stable window after the
-	// last decision that asked for more, or after the last one in panic.
+	// until: the shrink the Damper held in a panic comes a stable window
+	// after the panic's last decision.
 	stable bool
 	until  time.Time
 }
@@ -457,10 +457,9 @@ func (w *simWorld) touch(p *simPool, claim bool) {
 // stableTouch is the touch of the end of a stable window after a touch at
 // at (see simTouch.stable).
 func (w *simWorld) stableTouch(at time.Time, pool string) simTouch {
-	// The Damper forgets a decision a stable window after it was made: the
-	// last one that asked for more came before the touch that lowered the
-	// figure, by less than a resync (a decision runs at least every
-	// resync).
+	// A panic ends a stable window after the last decision that saw the
+	// burst, which may come a resync (a decision runs at least every
+	// resync) before or a panic window after the touch.
 	from := at.Add(sizing.StableWindow - DefaultResync)
 	return simTouch{at: from, pool: pool, stable: true, until: from.Add(sizing.PanicWindow + 3*DefaultResync + time.Second)}
 }

@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -265,8 +266,10 @@ func (t *Tracker) Seed(key string, s Status) {
 
 // SeedProfile restores pool key's learned profile from the text an earlier
 // leader saved (poolapi.AnnotationProfile), unless the tracker learned one
-// already. Errors: sizing.UnmarshalProfile's; the pool then learns anew.
-func (t *Tracker) SeedProfile(key, text string) error {
+// already. Errors: sizing.UnmarshalProfile's, or a profile folded past now
+// (a clock ahead, or an annotation edited: it would never fold again); the
+// pool then learns anew.
+func (t *Tracker) SeedProfile(key, text string, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := t.pool(key)
@@ -276,6 +279,9 @@ func (t *Tracker) SeedProfile(key, text string) error {
 	p, err := sizing.UnmarshalProfile(text)
 	if err != nil {
 		return err
+	}
+	if p.Through().After(now.Add(sizing.ProfileSlot)) {
+		return fmt.Errorf("profile: folded up to %s, after now", p.Through().UTC().Format(time.RFC3339))
 	}
 	h.profile = p
 	return nil

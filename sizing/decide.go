@@ -126,8 +126,8 @@ type Decision struct {
 // Decide returns how many idle pods the pool should have at now under policy
 // p. With per the active period (Policy.Active):
 //
-//	target = max(idle_count, scale term, demand term, profile term),
-//	         clamped to [min, max],
+//	target = max(idle_count, scale term, demand term, profile term,
+//	             keep-alive term), clamped to [min, max],
 //	         then to current + what max_growth_rate still allows
 //
 // The scale term is GitLab's: idle capacity = max(idle_count, in use ×
@@ -143,7 +143,10 @@ type Decision struct {
 // back at idle_count (0 = scale to zero; idle_time 0 = demand keeps nothing).
 // The profile term is what the pool's learned Profile expects within one pod
 // start (Observation.Forecast): the recurring demand that comes before any
-// claim of today shows it. The pod start used is capped at MaxPodStart.
+// claim of today shows it. The keep-alive term is one pod for the pool's
+// keep-alive after its last claim (keepAlive). Both need idle_time above
+// 0: idle_time 0 keeps nothing for demand. The pod start used is capped at
+// MaxPodStart.
 // Growth is limited, a shrink never is: the caller removes idle pods, never
 // busy ones.
 func Decide(p Policy, obs Observation, now time.Time) Decision {
@@ -154,11 +157,16 @@ func Decide(p Policy, obs Observation, now time.Time) Decision {
 		start = DefaultPodStart
 	}
 	start = min(max(start, time.Second), MaxPodStart)
-	t := Terms{IdleCount: per.IdleCount, Scale: scaleTerm(per, obs.Busy), Demand: demandTerm(obs, now, start, per.IdleTime),
-		Profile: min(max(obs.Forecast.Pods, 0), MaxCount)}
-	keep := keepAlive(obs, now, start)
-	if last := lastClaim(obs); keep > 0 && !last.IsZero() && now.Sub(last) < keep {
-		t.KeepAlive = 1
+	t := Terms{IdleCount: per.IdleCount, Scale: scaleTerm(per, obs.Busy), Demand: demandTerm(obs, now, start, per.IdleTime)}
+	var keep time.Duration
+	// idle_time 0 says: keep nothing for demand. Neither what was
+	// learned nor a keep-alive overrides it.
+	if per.IdleTime > 0 {
+		t.Profile = min(max(obs.Forecast.Pods, 0), MaxCount)
+		keep = keepAlive(obs, now, start)
+		if last := lastClaim(obs); keep > 0 && !last.IsZero() && now.Sub(last) < keep {
+			t.KeepAlive = 1
+		}
 	}
 	current := obs.Idle + obs.Starting
 	d := Decision{Idle: t.IdleCount, Reason: ReasonPeriod, Period: idx, Terms: t}

@@ -146,8 +146,13 @@ func TestDecide(t *testing.T) {
 			idle: 6, reason: ReasonDemand, terms: Terms{Demand: 6, Profile: 4},
 		},
 		{
-			name: "a period's max overrides the profile", policy: "- idle_count: 0\n  max: 5",
+			name: "a period's max overrides the profile", policy: "- idle_count: 0\n  idle_time: 5m\n  max: 5",
 			obs: Observation{Forecast: Forecast{Pods: 30}}, idle: 5, reason: ReasonMax, terms: Terms{Profile: 30},
+		},
+		{
+			name: "idle_time 0: neither the profile nor a keep-alive keeps a pod", policy: "- idle_count: 0\n  idle_time: 0s",
+			obs:  Observation{PodStart: 3 * time.Second, Claims: times(now.Add(-70*time.Minute), 5, 15*time.Minute), Forecast: Forecast{Pods: 30}},
+			idle: 0, reason: ReasonPeriod,
 		},
 		{
 			name: "keep-alive: a trickle keeps one pod between its jobs", policy: "- idle_count: 0\n  idle_time: 5m",

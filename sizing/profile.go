@@ -54,7 +54,8 @@ const ProfileSlot = 5 * time.Minute
 
 // ProfileFall is how much of the gap between a slot's level and a lower peak
 // the level keeps at each occurrence, as 1/ProfileFall: a quarter. 30 pods
-// the pipeline needed, a day it did not come, 7.5; then 1.9; then none.
+// the pipeline needed, then days it did not come: 7.5, 1.9, 0.5, 0.1
+// (forecast as 8, 2, 1, 0 pods).
 const ProfileFall = 4
 
 // MaxProfilePeak caps a slot's peak, in pods: a level is kept in tenths of a
@@ -297,6 +298,14 @@ func ones(h uint8, n int) int { return bits.OnesCount8(h & mask(n)) }
 
 // roundPods is a level in tenths as pods, to the nearest.
 func roundPods(level uint16) int { return (int(level) + 5) / 10 }
+
+// Through is the end of the last slot folded (zero when none was).
+func (p *Profile) Through() time.Time {
+	if p.through == 0 {
+		return time.Time{}
+	}
+	return slotTime(p.through)
+}
 
 // Empty reports whether p has learned nothing (no slot folded).
 func (p *Profile) Empty() bool { return p.through == 0 }

@@ -55,6 +55,13 @@ func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 		if di != dj {
 			return di
 		}
+		// A pool the controller made for an image (--discover-pools)
+		// is never the default: its name ("auto-…") would sort first
+		// when no pool is marked default.
+		fi, fj := items[i].Annotations[poolapi.AnnotationFoundFrom] != "", items[j].Annotations[poolapi.AnnotationFoundFrom] != ""
+		if fi != fj {
+			return fj
+		}
 		return items[i].Name < items[j].Name
 	})
 	for i := range items {

@@ -57,8 +57,12 @@ func periodsPolicy(image string) string {
 		}
 		at := time.Date(2000, 1, 1, p.Hour, p.Minute, 0, 0, time.UTC)
 		from, to := at.Add(-5*time.Minute), at.Add(5*time.Minute)
-		fmt.Fprintf(&b, "- periods: [\"%d-59 %d * * %s\", \"0-%d %d * * %s\"]\n  idle_count: %d\n  idle_time: 30m\n",
-			from.Minute(), from.Hour(), strings.Join(days, ","), to.Minute(), to.Hour(), strings.Join(days, ","), p.Jobs)
+		dow := strings.Join(days, ",")
+		crons := fmt.Sprintf("\"%d-59 %d * * %s\", \"0-%d %d * * %s\"", from.Minute(), from.Hour(), dow, to.Minute(), to.Hour(), dow)
+		if from.Hour() == to.Hour() {
+			crons = fmt.Sprintf("\"%d-%d %d * * %s\"", from.Minute(), to.Minute(), from.Hour(), dow)
+		}
+		fmt.Fprintf(&b, "- periods: [%s]\n  idle_count: %d\n  idle_time: 30m\n", crons, p.Jobs)
 	}
 	return b.String()
 }
@@ -230,6 +234,7 @@ type pool struct {
 	profile       sizing.Profile
 	known         time.Time
 	damper        sizing.Damper
+	period        int // the active period of the last decision
 }
 
 type up struct {
@@ -572,6 +577,10 @@ func (w *world) decide() {
 			obs.ScaledUpLastMinute += u.n
 		}
 		decs[i] = sizing.Decide(p.policy, obs, w.now)
+		if decs[i].Period != p.period || decs[i].Reason == sizing.ReasonMax {
+			p.damper.Reset() // as the controller: a schedule's change is not held
+			p.period = decs[i].Period
+		}
 		decs[i].Idle, _ = p.damper.Damp(w.now, decs[i].Idle, p.replicas, obs.Idle, append(slices.Clone(p.claims), p.colds...))
 		_, per := p.policy.Active(w.now)
 		demands[i] = sizing.Demand{Name: name, Desired: decs[i].Idle, Min: per.Min, RecentClaims: decs[i].Terms.Demand, Expected: decs[i].Terms.Profile}
