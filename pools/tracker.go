@@ -296,7 +296,7 @@ func (t *Tracker) Learn(key string, known, now time.Time) sizing.Forecast {
 	defer t.mu.Unlock()
 	h := t.pool(key)
 	start := min(medianStart(h.starts), sizing.MaxPodStart)
-	if h.profile.Fold(append(slices.Clone(h.claims), h.colds...), start, known, now) && h.changed.IsZero() {
+	if h.profile.Due(known, now) && h.profile.Fold(slices.Concat(h.claims, h.colds), start, known, now) && h.changed.IsZero() {
 		h.changed = now
 	}
 	return h.profile.Forecast(now, start)

@@ -146,12 +146,7 @@ func dayClass(i int64) int {
 // It reports whether a level or a history changed: quiet slots folded over
 // slots that never had demand teach nothing.
 func (p *Profile) Fold(claims []time.Time, window time.Duration, known, now time.Time) (learned bool) {
-	end := slotOf(now) // the slot now is in has not ended
-	k := slotOf(known)
-	if !slotTime(k).Equal(known) {
-		k++ // the slot known is in was seen in part
-	}
-	from := max(p.through, k, end-slotsPerWeek)
+	from, end := p.toFold(known, now)
 	if from >= end {
 		return false
 	}
@@ -169,6 +164,23 @@ func (p *Profile) Fold(claims []time.Time, window time.Duration, known, now time
 	}
 	p.through = end
 	return learned
+}
+
+// Due reports whether a Fold at now would fold a slot: most decisions
+// come within a slot already folded, and need not gather the claims.
+func (p *Profile) Due(known, now time.Time) bool {
+	from, end := p.toFold(known, now)
+	return from < end
+}
+
+// toFold is the slots [from, end) a Fold at now folds.
+func (p *Profile) toFold(known, now time.Time) (from, end int64) {
+	end = slotOf(now) // the slot now is in has not ended
+	k := slotOf(known)
+	if !slotTime(k).Equal(known) {
+		k++ // the slot known is in was seen in part
+	}
+	return max(p.through, k, end-slotsPerWeek), end
 }
 
 // peak is the most claims of ts (sorted) within one window that ends in
