@@ -125,6 +125,18 @@ type Controller struct {
 	finder   *sizing.Finder
 }
 
+// WallClock is a clock that is not the wall clock: it says where a time
+// the API server or a driver wrote (a pod's creation, its claim, its
+// Ready transition) falls on it. make bench-pools replays a working day
+// compressed 150× on such a clock (e2e/kube's pbDayClock), so the profile
+// learns day slots and the pod start is counted in day seconds. The real
+// clock needs no Of: it is the wall clock.
+type WallClock interface {
+	clock.WithTicker
+	// Of is wall time t on this clock.
+	Of(t time.Time) time.Time
+}
+
 // New makes a Controller over cs. rec reports Events on the pools'
 // Deployments; clk is the clock (clock.RealClock{} outside tests).
 func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTicker, rec record.EventRecorder, m *Metrics) *Controller {
@@ -150,6 +162,9 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pools", Clock: clk}),
+	}
+	if w, ok := clk.(WallClock); ok {
+		c.tracker.of = w.Of
 	}
 	return c
 }
@@ -263,7 +278,7 @@ func (c *Controller) podEvent(o any) {
 	if ob.Claim != nil && ob.Claim.At.After(c.started) {
 		c.m.claims.WithLabelValues(p.Namespace, name, kind(ob.Claim.Warm)).Inc()
 	}
-	if ob.Wait >= 0 && !p.CreationTimestamp.Time.Before(c.started.Add(-time.Hour)) {
+	if ob.Wait >= 0 && !c.tracker.of(p.CreationTimestamp.Time).Before(c.started.Add(-time.Hour)) {
 		c.m.claimWait.WithLabelValues(p.Namespace, name, kind(ob.WaitWarm)).Observe(ob.Wait.Seconds())
 	}
 	c.queue.AddAfter(p.Namespace, c.cfg.Batch)

@@ -79,6 +79,10 @@ type Tracker struct {
 	// ignoreBefore[pool]: claims at or before it are already in a seeded
 	// figure (see Seed).
 	ignoreBefore map[string]time.Time
+	// of puts a time a pod carries (its creation, its claim, its Ready
+	// transition: the wall clock's) on the controller's clock; the
+	// identity but under make bench-pools' compressed day (see New).
+	of func(time.Time) time.Time
 }
 
 // Bits of Tracker.seen.
@@ -90,7 +94,8 @@ const (
 
 // NewTracker returns an empty Tracker.
 func NewTracker() *Tracker {
-	return &Tracker{pools: map[string]*poolHistory{}, seen: map[types.UID]uint8{}, ignoreBefore: map[string]time.Time{}}
+	return &Tracker{pools: map[string]*poolHistory{}, seen: map[types.UID]uint8{}, ignoreBefore: map[string]time.Time{},
+		of: func(t time.Time) time.Time { return t }}
 }
 
 func (t *Tracker) pool(key string) *poolHistory {
@@ -140,9 +145,9 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 	if claimed && bits&seenClaim == 0 {
 		bits |= seenClaim
 		if poolapi.ColdReason(cold) == poolapi.ColdNoPool {
-			o.NoPool, o.NoPoolAt = pool.JobImage(&pod.Spec), pod.CreationTimestamp.Time
+			o.NoPool, o.NoPoolAt = pool.JobImage(&pod.Spec), t.of(pod.CreationTimestamp.Time)
 		}
-		if c, ok := claimOf(pod, name, cold, now); ok && c.At.After(t.ignoreBefore[key]) {
+		if c, ok := claimOf(pod, name, cold, now, t.of); ok && c.At.After(t.ignoreBefore[key]) {
 			addClaim(h, c)
 			o.Claim = &c
 			if c.Warm {
@@ -166,7 +171,7 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 		// (that image's pull) is not a start of this pool's pods.
 		return o
 	}
-	if start := at.Sub(pod.CreationTimestamp.Time); start > 0 {
+	if start := t.of(at).Sub(t.of(pod.CreationTimestamp.Time)); start > 0 {
 		o.Start = start
 		h.starts = append(h.starts, start)
 		if len(h.starts) > startSamples {
@@ -182,17 +187,18 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 }
 
 // claimOf is the claim a claimed pod stands for: a warm claim, or a cold
-// start whose reason is demand (its wait is known once it is Ready).
-func claimOf(pod *corev1.Pod, name, cold string, now time.Time) (Claim, bool) {
+// start whose reason is demand (its wait is known once it is Ready). of
+// puts a time the pod carries on the controller's clock, as now is.
+func claimOf(pod *corev1.Pod, name, cold string, now time.Time, of func(time.Time) time.Time) (Claim, bool) {
 	if cold != "" {
 		if !poolapi.ColdReason(cold).Demand() {
 			return Claim{}, false
 		}
-		return Claim{Pool: name, At: pod.CreationTimestamp.Time, Wait: -1}, true
+		return Claim{Pool: name, At: of(pod.CreationTimestamp.Time), Wait: -1}, true
 	}
 	at := now
 	if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[poolapi.AnnotationClaimedAt]); err == nil {
-		at = v
+		at = of(v)
 	}
 	return Claim{Pool: name, At: at, Warm: true, Wait: waitOf(pod)}, true
 }

@@ -412,3 +412,29 @@ func TestTrackerForgetAndRemove(t *testing.T) {
 		assert.Empty(t, tr.pools)
 	})
 }
+
+// A controller on a clock that is not the wall clock (pools.WallClock: make
+// bench-pools' compressed day) counts the pods' times on its clock: a warm
+// claim's annotation, a cold pod's creation, a start from creation to
+// Ready. now, the fallback of a claim without its annotation, is on that
+// clock already and is not mapped again.
+func TestTrackerOnAnotherClock(t *testing.T) {
+	wall := time.Date(2026, 12, 6, 8, 0, 0, 0, time.UTC)
+	day := time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC)
+	of := func(t time.Time) time.Time { return day.Add(t.Sub(wall) * 150) }
+	tr := NewTracker()
+	tr.of = of
+	noAnn := warmClaim("b", wall, 1)
+	delete(noAnn.ann, poolapi.AnnotationClaimedAt)
+	for _, p := range []tpod{
+		warmClaim("a", wall.Add(2*time.Second), 1),
+		noAnn,
+		coldPod("c", "no-idle", wall.Add(4*time.Second), 0, true, 3*time.Second),
+	} {
+		tr.Observe(p.build(), t0)
+	}
+	d := demandOf(tr, day.Add(time.Hour))
+	assert.Equal(t, []time.Time{day.Add(5 * time.Minute), t0}, d.claims)
+	assert.Equal(t, []time.Time{day.Add(10 * time.Minute)}, d.colds)
+	assert.Equal(t, 450*time.Second, d.start, "3 wall seconds are 450 of the day")
+}

@@ -14,7 +14,11 @@ package kubee2e
 //   - warmpod-pools: the controller (package pools) running in this
 //     process on the admin clientset, without leader election, with a
 //     policy per pool (pbDayPolicies, replayed by pbSchedule) and the
-//     namespace's budget (pbBudget).
+//     namespace's budget (pbBudget);
+//   - warmpod-pools with nothing written (pools_bench_learned_test.go):
+//     no period, the controller on the compressed day's clock, seeded with
+//     the profile the simulator learned from the week before; the
+//     simulator's own figures for the day are set beside it.
 //
 // Each job goes through the drivers' claim path (executor/pool, as
 // executor.Core.Acquire calls it): read the pools from the cluster,
@@ -23,7 +27,7 @@ package kubee2e
 // deletes it. A pod watch integrates the Ready idle pool pods over the
 // replay. Skipped unless WARMPOD_POOLS_BENCH names the results file.
 //
-// For development: WARMPOD_POOLS_BENCH_MODES=none,fixed,pools picks modes,
+// For development: WARMPOD_POOLS_BENCH_MODES=none,fixed,pools,learned picks modes,
 // WARMPOD_POOLS_BENCH_WINDOW=FROM-TO replays the trace's jobs arriving in
 // [FROM, TO) replay seconds only; the results then say "partial run".
 
@@ -64,6 +68,7 @@ import (
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/pools"
+	"github.com/warmpod/warmpod/pools/poolsim"
 )
 
 // pbWarmWait is the drivers' default --warm-wait (warmpod-gitlab and
@@ -195,12 +200,14 @@ type pbMode struct {
 	key, name  string
 	replicas   int32
 	controller bool
+	learned    bool // nothing written: pools_bench_learned_test.go
 }
 
 var pbModes = []pbMode{
 	{key: "none", name: "no pools"},
 	{key: "fixed", name: fmt.Sprintf("fixed pools (%d per pool)", pbFixedReplicas), replicas: pbFixedReplicas},
 	{key: "pools", name: "warmpod-pools", controller: true},
+	{key: "learned", name: "warmpod-pools, nothing written", controller: true, learned: true},
 }
 
 // pbResult is one job's fate.
@@ -231,7 +238,7 @@ func TestPoolsBench(t *testing.T) {
 				modes = append(modes, md)
 			}
 		}
-		require.NotEmpty(t, modes, "WARMPOD_POOLS_BENCH_MODES=%q: want some of none,fixed,pools", m)
+		require.NotEmpty(t, modes, "WARMPOD_POOLS_BENCH_MODES=%q: want some of none,fixed,pools,learned", m)
 		if len(modes) < len(pbModes) {
 			tr.partial = strings.TrimPrefix(tr.partial+"; modes "+m, "; ")
 		}
@@ -239,16 +246,24 @@ func TestPoolsBench(t *testing.T) {
 	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	require.NoError(t, err)
 	began := time.Now()
+	var sim *pbSim
+	for _, md := range modes {
+		if md.learned {
+			s := pbSimulate(t, tr)
+			sim = &s
+			t.Logf("simulator: %d/%d warm, %.0f idle pod-s; profiles %s", s.warm, s.jobs, s.idleSec, pbProfileNote(sim))
+		}
+	}
 	var runs []*pbRun
 	for _, md := range modes {
 		t.Run(md.key, func(t *testing.T) {
-			r := pbReplay(t, rc, md, tr)
+			r := pbReplay(t, rc, md, tr, sim)
 			runs = append(runs, r)
 			t.Logf("%s: %s", md.name, r.summary())
 		})
 	}
 	require.Len(t, runs, len(modes), "a mode failed")
-	md := pbReport(t, rc, tr, runs, time.Since(began))
+	md := pbReport(t, rc, tr, runs, sim, time.Since(began))
 	t.Log("\n" + md)
 	require.NoError(t, os.WriteFile(out, []byte(md), 0o644))
 	t.Logf("written to %s", out)
@@ -337,7 +352,7 @@ func pbPoolDeployment(t *testing.T, name string, replicas int32, policy string) 
 }
 
 // pbReplay runs the trace in a fresh namespace in one mode.
-func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace) *pbRun {
+func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace, sim *pbSim) *pbRun {
 	ns := newNamespace(t, "pb-"+md.key, true)
 	run := &pbRun{mode: md, ns: ns}
 	cs := pbClientset(t, rc, 50, 100)
@@ -349,7 +364,11 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace) *pbRun {
 		if md.controller {
 			policy = pbInitialPolicy(sched, name)
 		}
-		_, err := cs.AppsV1().Deployments(ns).Create(ctx, pbPoolDeployment(t, name, md.replicas, policy), metav1.CreateOptions{})
+		d := pbPoolDeployment(t, name, md.replicas, policy)
+		if md.learned {
+			d.Annotations = map[string]string{poolapi.AnnotationPolicy: poolsim.LearnedPolicy, poolapi.AnnotationProfile: sim.profiles[name]}
+		}
+		_, err := cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
 		require.NoError(t, err)
 	}
 	k := &pool.Cluster{CS: cs, Config: rc, Namespace: ns}
@@ -393,10 +412,16 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace) *pbRun {
 	var stopController func()
 	if md.controller {
 		run.logFile = filepath.Join(os.TempDir(), "warmpod-pools-bench-"+ns+".log")
-		stopController = pbStartController(t, rc, ns, run)
-		sctx, stop := context.WithCancel(ctx)
-		late, wait := pbApplySchedule(sctx, t, cs, ns, t0, sched)
-		defer func() { stop(); wait(); run.sched, run.schedLate = sched, late }()
+		if md.learned {
+			// The day's clock: resync and batch are given on it.
+			cfg := pools.Config{Namespace: ns, Budget: pbBudget, Resync: pbResync * pbCompression, Batch: pools.DefaultBatch * pbCompression}
+			stopController = pbStartController(t, rc, cfg, pbDayClock{t0: t0}, run)
+		} else {
+			stopController = pbStartController(t, rc, pools.Config{Namespace: ns, Budget: pbBudget, Resync: pbResync}, clock.RealClock{}, run)
+			sctx, stop := context.WithCancel(ctx)
+			late, wait := pbApplySchedule(sctx, t, cs, ns, t0, sched)
+			defer func() { stop(); wait(); run.sched, run.schedLate = sched, late }()
+		}
 	}
 
 	results := make([]pbResult, len(tr.jobs))
@@ -527,7 +552,8 @@ func pbClaimPath(ctx context.Context, rc *rest.Config, ns string, j pbJob, t0 ti
 // warmpod-pools' default client limits, its Events recorded in the
 // namespace and its log in run.logFile. The returned func stops it and
 // fills run.scale from its metrics.
-func pbStartController(t *testing.T, rc *rest.Config, ns string, run *pbRun) func() {
+func pbStartController(t *testing.T, rc *rest.Config, cfg pools.Config, clk clock.WithTicker, run *pbRun) func() {
+	ns := cfg.Namespace
 	t.Helper()
 	cs := pbClientset(t, rc, 20, 40)
 	lf, err := os.Create(run.logFile)
@@ -540,7 +566,7 @@ func pbStartController(t *testing.T, rc *rest.Config, ns string, run *pbRun) fun
 	bc := record.NewBroadcaster(record.WithContext(ctx))
 	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(ns)})
 	rec := bc.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "warmpod-pools"})
-	c := pools.New(cs, pools.Config{Namespace: ns, Budget: pbBudget, Resync: pbResync}, log, clock.RealClock{}, rec, m)
+	c := pools.New(cs, cfg, log, clk, rec, m)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
 	t.Logf("controller log: %s", run.logFile)
@@ -948,7 +974,7 @@ func pbMachine(cs kubernetes.Interface) string {
 }
 
 // pbReport writes bench/pools.md.
-func pbReport(t *testing.T, rc *rest.Config, tr pbTrace, runs []*pbRun, took time.Duration) string {
+func pbReport(t *testing.T, rc *rest.Config, tr pbTrace, runs []*pbRun, sim *pbSim, took time.Duration) string {
 	t.Helper()
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
@@ -961,6 +987,7 @@ func pbReport(t *testing.T, rc *rest.Config, tr pbTrace, runs []*pbRun, took tim
 	pbWriteTrace(w, tr)
 	pbWriteTable(w, runs)
 	pbWriteTargets(w, runs)
+	pbWriteSimCheck(w, runs, sim)
 	pbWriteSegments(w, tr, runs)
 	pbWriteController(w, runs)
 	pbWriteTimeline(w, tr, runs)

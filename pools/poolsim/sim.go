@@ -86,6 +86,13 @@ type Config struct {
 	From int
 	// Bucket is the width of Result.Series' samples.
 	Bucket time.Duration
+	// Pools are the images whose pools are written at Start; nil: the
+	// trace's (Loads, the new image's written on its day but in Learned).
+	Pools []string
+	// PodStartScale multiplies each pod start drawn (0: 1). make
+	// bench-pools replays a day compressed 150× whose pod starts are the
+	// cluster's, not compressed: on the day's clock they are 150× longer.
+	PodStartScale float64
 }
 
 // DefaultConfig is the simulation of issue 41: 15 days from a Monday, the
@@ -132,6 +139,10 @@ type Result struct {
 	PoolsFound, PoolsRemoved int
 	// Series samples the whole trace by Config.Bucket.
 	Series []Sample
+	// Profiles are the sized pools' learned profiles at Config.From
+	// (sizing.Profile.Marshal, by image): what the controller would have
+	// saved by then, for make bench-pools to seed a real controller with.
+	Profiles map[string]string
 }
 
 // Count is jobs and the warm ones among them.
@@ -166,14 +177,21 @@ func Play(jobs []Job, mode Mode, cfg Config) (Result, error) {
 	for i := range w.res.Series {
 		w.res.Series[i].At = cfg.Start.Add(time.Duration(i) * cfg.Bucket)
 	}
-	for _, l := range Loads {
-		if l.From > 0 {
-			w.res.NewImageName = l.Image
+	if cfg.Pools == nil {
+		for _, l := range Loads {
+			if l.From > 0 {
+				w.res.NewImageName = l.Image
+			}
+			if mode == Learned && l.From > 0 {
+				continue // no pool written: Discovery's to find
+			}
+			if err := w.addPool(l.Image, cfg.Start.AddDate(0, 0, l.From), false); err != nil {
+				return Result{}, err
+			}
 		}
-		if mode == Learned && l.From > 0 {
-			continue // no pool written: Discovery's to find
-		}
-		if err := w.addPool(l.Image, cfg.Start.AddDate(0, 0, l.From), false); err != nil {
+	}
+	for _, image := range cfg.Pools {
+		if err := w.addPool(image, cfg.Start, false); err != nil {
 			return Result{}, err
 		}
 	}
@@ -185,6 +203,7 @@ func Play(jobs []Job, mode Mode, cfg Config) (Result, error) {
 	}
 	if mode != Fixed {
 		w.push(event{at: cfg.Start, kind: evResync})
+		w.push(event{at: w.from, kind: evSnapshot})
 	}
 	for w.q.Len() > 0 {
 		e := heap.Pop(&w.q).(event)
@@ -261,6 +280,7 @@ const (
 	evResync
 	evDecide
 	evEnd
+	evSnapshot // Result.Profiles, at Config.From
 )
 
 type event struct {
@@ -371,6 +391,14 @@ func (w *world) handle(e event) {
 		w.cold(e.job, w.pools[e.job.Image] != nil)
 	case evEnd:
 		w.busy--
+	case evSnapshot:
+		w.res.Profiles = map[string]string{}
+		for name, p := range w.pools {
+			if p.sized {
+				p.profile.Fold(append(slices.Clone(p.claims), p.colds...), min(p.start(), sizing.MaxPodStart), p.known, w.now)
+				w.res.Profiles[name] = p.profile.Marshal()
+			}
+		}
 	case evResync:
 		if e.busy != nil { // a pool written at this time
 			w.pools[e.busy.image] = e.busy
@@ -482,7 +510,7 @@ func (w *world) claim(p *pool, pd *pod, j *Job) {
 func (w *world) cold(j *Job, demand bool) {
 	w.countJob(j, false)
 	w.res.PodsMade++
-	start := w.d.podStart()
+	start := w.podStart()
 	w.busy++
 	w.push(event{at: w.now.Add(start + j.Hold), kind: evEnd})
 	if p := w.pools[j.Image]; p != nil && demand && p.sized {
@@ -521,11 +549,20 @@ func (w *world) batch() {
 	w.push(event{at: w.now.Add(w.cfg.Batch), kind: evDecide})
 }
 
+// podStart draws a pod start, scaled by Config.PodStartScale.
+func (w *world) podStart() time.Duration {
+	d := w.d.podStart()
+	if w.cfg.PodStartScale > 0 {
+		d = time.Duration(float64(d) * w.cfg.PodStartScale)
+	}
+	return d
+}
+
 // reconcileRS is the ReplicaSet: pods up to replicas, made at once.
 func (w *world) reconcileRS(p *pool) {
 	for len(p.rs) < p.replicas {
 		w.nextPod++
-		start := w.d.podStart()
+		start := w.podStart()
 		pd := &pod{id: w.nextPod, pool: p, created: w.now, readyAt: w.now.Add(start)}
 		p.rs = append(p.rs, pd)
 		w.res.PodsMade++
@@ -556,12 +593,7 @@ func (w *world) decide() {
 		p.claims = slices.DeleteFunc(p.claims, func(t time.Time) bool { return t.Before(cut) })
 		p.colds = slices.DeleteFunc(p.colds, func(t time.Time) bool { return t.Before(cut) })
 		p.ups = slices.DeleteFunc(p.ups, func(u up) bool { return !u.at.After(w.now.Add(-time.Minute)) })
-		start := sizing.DefaultPodStart
-		if len(p.starts) > 0 {
-			s := slices.Clone(p.starts)
-			slices.Sort(s)
-			start = s[len(s)/2]
-		}
+		start := p.start()
 		capped := min(start, sizing.MaxPodStart)
 		p.profile.Fold(append(slices.Clone(p.claims), p.colds...), capped, p.known, w.now)
 		obs := sizing.Observation{Claims: p.claims, ColdStarts: p.colds, LastClaim: p.last, PodStart: start,
@@ -590,6 +622,17 @@ func (w *world) decide() {
 		p := w.pools[name]
 		w.size(p, shares[i])
 	}
+}
+
+// start is p's pod start as the controller counts it: the median of
+// those measured, sizing.DefaultPodStart before any.
+func (p *pool) start() time.Duration {
+	if len(p.starts) == 0 {
+		return sizing.DefaultPodStart
+	}
+	s := slices.Clone(p.starts)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // size sets p's replicas to n: a grow at once, a shrink by retiring pods.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/warmpod/warmpod/sizing"
 )
 
 // The committed trace is what Generate writes for seed 1: the generator
@@ -136,4 +138,37 @@ func TestSeriesMatchIdlePodSeconds(t *testing.T) {
 		assert.LessOrEqual(t, s.Idle, float64(FixedSize*len(Loads)), "at %s", s.At)
 	}
 	assert.InDelta(t, r.IdlePodSeconds, sum, 1)
+}
+
+// Config.Pools writes just those pools; Config.PodStartScale stretches the
+// starts; Result.Profiles is what was learned by Config.From and reads
+// back as a profile that expects the daily pipeline.
+func TestPlayPoolsScaleProfiles(t *testing.T) {
+	start := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC) // a Monday
+	var jobs []Job
+	for day := range 8 {
+		at := start.AddDate(0, 0, day).Add(11 * time.Hour)
+		for i := range 10 {
+			jobs = append(jobs, Job{At: at.Add(time.Duration(i) * 100 * time.Millisecond), Image: "golang", Hold: 5 * time.Minute, Kind: "pipeline:test"})
+		}
+	}
+	cfg := Config{Start: start, Days: 8, From: 7, Budget: 20, WarmWait: time.Second, Resync: 10 * time.Second,
+		Batch: 200 * time.Millisecond, Seed: 1, Bucket: time.Hour, Pools: []string{"golang", "ruby"}}
+	res, err := Play(jobs, Learned, cfg)
+	require.NoError(t, err)
+	require.Len(t, res.Profiles, 2, "a profile per pool written, and only those")
+	p, err := sizing.UnmarshalProfile(res.Profiles["golang"])
+	require.NoError(t, err)
+	assert.Equal(t, start.AddDate(0, 0, 7), p.Through(), "learned up to Config.From")
+	f := p.Forecast(start.AddDate(0, 0, 7).Add(10*time.Hour+55*time.Minute), time.Minute)
+	assert.GreaterOrEqual(t, f.Pods, 8, "the profile expects the 11:00 pipeline")
+	assert.Equal(t, 10, res.Jobs)
+	assert.Equal(t, 10, res.Warm, "warm from the profile on day 8")
+
+	// Pod starts 100× longer (5 minutes median): the pipeline's pods are
+	// not Ready in time on its first day, on any.
+	cfg.PodStartScale = 100
+	slow, err := Play(jobs, Learned, cfg)
+	require.NoError(t, err)
+	assert.Less(t, slow.Warm, res.Warm)
 }

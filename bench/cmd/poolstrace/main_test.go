@@ -22,6 +22,39 @@ func TestCommittedTraceIsGenerated(t *testing.T) {
 	}
 }
 
+// The committed history is what the generator writes
+// (`go run ./cmd/poolstrace -history > pools-history.csv`).
+func TestCommittedHistoryIsGenerated(t *testing.T) {
+	want, err := os.ReadFile("../../pools-history.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if err := writeHistory(&got, history()); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatal("bench/pools-history.csv is not what bench/cmd/poolstrace -history writes: regenerate it")
+	}
+}
+
+// The history is the week before the trace, with a pipeline each weekday.
+func TestHistoryShape(t *testing.T) {
+	count := map[string]int{}
+	for _, j := range history() {
+		if j.at.Before(historyStart) || !j.at.Before(historyStart.AddDate(0, 0, 7)) {
+			t.Errorf("%s job at %s: outside the week before the trace", j.kind, j.at)
+		}
+		count[j.kind]++
+		if j.kind == "pipeline" && (j.at.Hour() != 11 || j.at.Minute() > 5) {
+			t.Errorf("pipeline job at %s: want 11:00-11:05", j.at)
+		}
+	}
+	if count["pipeline"] != 5*30 || count["nightly"] != 5 || count["weekend"] != 6 {
+		t.Errorf("jobs by kind %v: want 150 pipeline, 5 nightly, 6 weekend", count)
+	}
+}
+
 // The trace has what bench/pools.md says it has.
 func TestTraceShape(t *testing.T) {
 	jobs := generate()
