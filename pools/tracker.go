@@ -296,16 +296,17 @@ func (t *Tracker) SeedProfile(key, text string, now time.Time) error {
 // Learn folds pool key's ended slots into its profile (claims are known
 // since known, the controller's start) and returns what the profile
 // expects from now until one pod start ahead. The pod start is the
-// measured one, capped at sizing.MaxPodStart.
+// measured one, capped at sizing.MaxPodStart for the window of the slots
+// it folds and at sizing.MaxLead for how far ahead it looks.
 func (t *Tracker) Learn(key string, known, now time.Time) sizing.Forecast {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	h := t.pool(key)
-	start := min(medianStart(h.starts), sizing.MaxPodStart)
-	if h.profile.Due(known, now) && h.profile.Fold(slices.Concat(h.claims, h.colds), start, known, now) && h.changed.IsZero() {
+	start := medianStart(h.starts)
+	if h.profile.Due(known, now) && h.profile.Fold(slices.Concat(h.claims, h.colds), min(start, sizing.MaxPodStart), known, now) && h.changed.IsZero() {
 		h.changed = now
 	}
-	return h.profile.Forecast(now, start)
+	return h.profile.Forecast(now, min(start, sizing.MaxLead))
 }
 
 // ProfileToSave is pool key's profile to persist now, marshalled: when it

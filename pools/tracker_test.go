@@ -438,3 +438,33 @@ func TestTrackerOnAnotherClock(t *testing.T) {
 	assert.Equal(t, []time.Time{day.Add(10 * time.Minute)}, d.colds)
 	assert.Equal(t, 450*time.Second, d.start, "3 wall seconds are 450 of the day")
 }
+
+// The profile pre-warms one measured pod start ahead of a burst it
+// learned, even a start longer than sizing.MaxPodStart (up to
+// sizing.MaxLead): an earlier start costs idle time, not pods.
+func TestTrackerLearnLeadIsTheMeasuredStart(t *testing.T) {
+	day1 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	burst := day1.Add(11 * time.Hour)
+	for _, tc := range []struct {
+		start time.Duration
+		want  bool
+	}{
+		{30 * time.Second, false}, // 10:50 + 30 s + a slot ends before 11:00
+		{6 * time.Minute, true},   // 10:50 + 6 min + a slot reaches 11:00
+		{time.Hour, true},         // capped at MaxLead, still past 11:00
+	} {
+		t.Run(tc.start.String(), func(t *testing.T) {
+			tr := NewTracker()
+			for i := range 9 {
+				c := day1.Add(time.Hour)
+				tr.Observe(tpod{uid: "s" + strconv.Itoa(i), pool: "alpine", created: c, ready: true, readyAt: c.Add(tc.start)}.build(), c)
+			}
+			for i := range 5 {
+				tr.Observe(warmClaim("c"+strconv.Itoa(i), burst.Add(time.Duration(i)*time.Second), 1).build(), burst)
+			}
+			tr.Learn(ns+"/alpine", day1, burst.Add(time.Hour)) // folds the burst's slot
+			f := tr.Learn(ns+"/alpine", day1, burst.AddDate(0, 0, 1).Add(-10*time.Minute))
+			assert.Equal(t, tc.want, f.Pods >= 5, "expects the burst at 10:50 of the next day: %+v", f)
+		})
+	}
+}

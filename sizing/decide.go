@@ -14,13 +14,20 @@ import (
 // a margin for pulling a job image. A longer guess keeps more pods warm.
 const DefaultPodStart = 30 * time.Second
 
-// MaxPodStart caps the pod start time Decide and the profile's lead use. The
+// MaxPodStart caps the pod start time Decide and the profile's window use. The
 // demand term counts the claims within one pod start: with no cap, a slow
 // node (an image pull that stalls, a node short of CPU) would lengthen the
 // window, ask for more pods, load the node further and feed back (issue
 // 41). Two minutes is four times the slowest cold start measured on
 // kube-e2e (bench/cold-pod-timeline.md) with an image pull.
 const MaxPodStart = 2 * time.Minute
+
+// MaxLead caps how far ahead of a recurring burst the profile pre-warms:
+// the pool's measured pod start, not capped at MaxPodStart, since an
+// earlier start costs idle pod-time only, never more pods (the profile's
+// window, which sets how many, stays capped). Pods that take longer than
+// half an hour to start are a broken node, not a lead to plan for.
+const MaxLead = 30 * time.Minute
 
 // Observation is what the controller saw of one pool at the time of a
 // decision. Negative counts read as 0.

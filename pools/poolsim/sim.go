@@ -597,7 +597,7 @@ func (w *world) decide() {
 		capped := min(start, sizing.MaxPodStart)
 		p.profile.Fold(append(slices.Clone(p.claims), p.colds...), capped, p.known, w.now)
 		obs := sizing.Observation{Claims: p.claims, ColdStarts: p.colds, LastClaim: p.last, PodStart: start,
-			Forecast: p.profile.Forecast(w.now, capped)}
+			Forecast: p.profile.Forecast(w.now, min(start, sizing.MaxLead))}
 		for _, pd := range p.rs {
 			if pd.ready {
 				obs.Idle++
