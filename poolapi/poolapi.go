@@ -135,6 +135,39 @@ const (
 	AnnotationDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
 )
 
+// Annotations by which node autoscalers tell a pod they may move from one
+// they must not. An idle pool pod is a cache: evicting it costs a pod
+// start, and its ReplicaSet makes another where there is room, so it must
+// never keep a node up (gitlab-runner#39615's pause pods, ARC runners
+// blocking scale-in, actions-runner-controller#3704). A busy one runs a
+// job that eviction would lose. The claim's own patch sets Busy's values
+// and the unclaim patch Idle's, so they cost no write of their own; a cold
+// pod is created with Busy's. Kubernetes' Eviction API (kubectl drain)
+// reads neither: the PodDisruptionBudget over claimed pods guards that
+// (docs/decisions/0008-claimed-pods-disruption-budget.md).
+const (
+	// AnnotationSafeToEvict is Cluster Autoscaler's: "true" lets it
+	// remove a pod it would otherwise keep (one with an emptyDir, as a
+	// pool pod has), "false" keeps the pod's node up.
+	AnnotationSafeToEvict = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	// AnnotationDoNotDisrupt is Karpenter's: "true" keeps it from
+	// voluntarily disrupting the pod's node (consolidation, drift).
+	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+)
+
+// BusyDisruption are the autoscalers' annotations of a claimed pod: not to
+// be moved while its job runs.
+func BusyDisruption() map[string]string {
+	return map[string]string{AnnotationSafeToEvict: "false", AnnotationDoNotDisrupt: "true"}
+}
+
+// IdleDisruption are those of an idle pool pod (the pool templates carry
+// the same), as a JSON merge patch: safe to evict, and Karpenter's key
+// removed (nil).
+func IdleDisruption() map[string]any {
+	return map[string]any{AnnotationSafeToEvict: "true", AnnotationDoNotDisrupt: nil}
+}
+
 // Keys returns every label and annotation key of the contract, warmpod's
 // own and the Kubernetes keys it writes or reads.
 func Keys() []string {
@@ -143,6 +176,7 @@ func Keys() []string {
 		AnnotationBin, AnnotationAlpine, AnnotationRunnerHelper,
 		AnnotationDefaultPool, AnnotationPolicy, AnnotationSizing, AnnotationProfile, AnnotationFoundFrom,
 		AnnotationClaimedAt, AnnotationClaimWait, AnnotationColdReason, AnnotationRetiring, AnnotationDeletionCost,
+		AnnotationSafeToEvict, AnnotationDoNotDisrupt,
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // (server-side dry run: admission, schema and defaulting, nothing stored).
 func TestManifestsServerDryRun(t *testing.T) {
 	ns := newNamespace(t, "manifests", true)
-	for _, f := range []string{"rbac.yaml", "pod.yaml", "owned-secret.yaml", "networkpolicy.yaml", "kube-e2e/pod.yaml", "gitlab-rbac.yaml", "pool.yaml", "kube-e2e/pool.yaml", "github-rbac.yaml", "kube-e2e/github-pool.yaml", "github-pool.yaml", "pools-controller.yaml"} {
+	for _, f := range []string{"rbac.yaml", "pod.yaml", "owned-secret.yaml", "networkpolicy.yaml", "kube-e2e/pod.yaml", "gitlab-rbac.yaml", "pool.yaml", "kube-e2e/pool.yaml", "github-rbac.yaml", "kube-e2e/github-pool.yaml", "github-pool.yaml", "pools-controller.yaml", "claimed-pdb.yaml"} {
 		t.Run(f, func(t *testing.T) {
 			verb := "apply" // as the README tells users to
 			if filepath.Base(f) == "pod.yaml" {

@@ -17,9 +17,11 @@ type Cold struct {
 }
 
 // annotations are the pod annotations that record c.
+// A cold pod is busy from its creation: the autoscalers' keys say so
+// (poolapi.BusyDisruption), over the template's idle ones.
 func (c Cold) annotations() map[string]string {
-	return map[string]string{
-		poolapi.AnnotationColdReason: string(c.Reason),
-		poolapi.AnnotationClaimWait:  strconv.FormatInt(c.Waited.Milliseconds(), 10),
-	}
+	ann := poolapi.BusyDisruption()
+	ann[poolapi.AnnotationColdReason] = string(c.Reason)
+	ann[poolapi.AnnotationClaimWait] = strconv.FormatInt(c.Waited.Milliseconds(), 10)
+	return ann
 }

@@ -273,13 +273,13 @@ const (
 func (k *Cluster) claim(ctx context.Context, pod *corev1.Pod, owner poolapi.Owner, waited time.Duration) (*corev1.Pod, error) {
 	l := owner.Labels()
 	l[poolapi.LabelState] = poolapi.StateClaimed
+	ann := poolapi.BusyDisruption()
+	ann[poolapi.AnnotationClaimedAt] = time.Now().UTC().Format(time.RFC3339Nano)
+	ann[poolapi.AnnotationClaimWait] = strconv.FormatInt(waited.Milliseconds(), 10)
 	patch := map[string]any{"metadata": map[string]any{
 		"resourceVersion": pod.ResourceVersion,
 		"labels":          l,
-		"annotations": map[string]string{
-			poolapi.AnnotationClaimedAt: time.Now().UTC().Format(time.RFC3339Nano),
-			poolapi.AnnotationClaimWait: strconv.FormatInt(waited.Milliseconds(), 10),
-		},
+		"annotations":     ann,
 	}}
 	b, _ := json.Marshal(patch)
 	return k.CS.CoreV1().Pods(k.Namespace).Patch(ctx, pod.Name, types.MergePatchType, b, metav1.PatchOptions{})

@@ -607,3 +607,15 @@ func TestSettledFirst(t *testing.T) {
 		})
 	}
 }
+
+// A cold pod is busy from its creation: the autoscalers' keys say not to
+// move it, over the template's idle "true", beside why it is cold.
+func TestColdAnnotations(t *testing.T) {
+	got := Cold{Reason: poolapi.ColdNoIdle, Waited: 1500 * time.Millisecond}.annotations()
+	assert.Equal(t, map[string]string{
+		poolapi.AnnotationColdReason:   "no-idle",
+		poolapi.AnnotationClaimWait:    "1500",
+		poolapi.AnnotationSafeToEvict:  "false",
+		poolapi.AnnotationDoNotDisrupt: "true",
+	}, got)
+}

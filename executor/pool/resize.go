@@ -185,10 +185,12 @@ func restoring(before, want corev1.ResourceRequirements) map[string]any {
 // unclaimPatch is the merge patch that makes a claimed pod idle again, on
 // the condition that it is still at resourceVersion rv.
 func unclaimPatch(rv string) []byte {
+	ann := poolapi.IdleDisruption()
+	ann[poolapi.AnnotationClaimedAt], ann[poolapi.AnnotationClaimWait] = nil, nil
 	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": rv,
 		"labels":          map[string]any{poolapi.LabelState: poolapi.StateIdle, poolapi.LabelJob: nil, poolapi.LabelServer: nil, poolapi.LabelRunner: nil},
-		"annotations":     map[string]any{poolapi.AnnotationClaimedAt: nil, poolapi.AnnotationClaimWait: nil},
+		"annotations":     ann,
 	}})
 	return b
 }
