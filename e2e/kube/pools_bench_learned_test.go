@@ -30,6 +30,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/clock"
 
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/pools"
 	"github.com/warmpod/warmpod/pools/poolsim"
 )
@@ -68,30 +69,31 @@ func (c pbDayClock) NewTicker(d time.Duration) clock.Ticker {
 // week before pbMonday.
 var pbHistoryStart = time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 
-// pbSim is what the simulator made of the history and the trace's day.
+// pbSim is what the simulator made of the trace's day.
 type pbSim struct {
-	// profiles are the pools' profiles at the end of the history (by pool).
-	profiles map[string]string
+	// median, p95: the pod starts it drew from (wall clock).
+	median, p95 time.Duration
 	// jobs, warm: the trace's day (the replayed windows); idleSec: Ready
 	// idle pod-seconds in those windows, in wall seconds (the day's / 150).
 	jobs, warm int
 	idleSec    float64
 	// pipe, pipeWarm: the 30-job pipeline.
 	pipe, pipeWarm int
-	podsMade       int
 }
 
-// pbSimConfig is the simulation of the bench's days: the controller's and
-// the drivers' times of the replay on the day's clock.
-func pbSimConfig() poolsim.Config {
-	return poolsim.Config{Start: pbHistoryStart, Days: 13, From: 7, Budget: pbBudget.Pods,
+// pbSimConfig is the simulation of the bench's days from start: the
+// controller's and the drivers' times of the replay on the day's clock.
+func pbSimConfig(start time.Time, days int) poolsim.Config {
+	return poolsim.Config{Start: start, Days: days, Budget: pbBudget.Pods,
 		WarmWait: pbWarmWait * pbCompression, Resync: pbResync * pbCompression, Batch: pools.DefaultBatch * pbCompression,
 		Seed: 1, Bucket: 15 * time.Minute, Pools: pbPoolNames(), PodStartScale: pbCompression}
 }
 
-// pbSimulate plays bench/pools-history.csv then tr through the simulator in
-// its Learned mode.
-func pbSimulate(t *testing.T, tr pbTrace) pbSim {
+// pbSimHistory plays bench/pools-history.csv through the simulator in its
+// Learned mode, with kube-e2e's usual pod starts, and returns the profiles
+// it learned by the trace's Monday 00:00: what the learned mode's
+// controller starts from.
+func pbSimHistory(t *testing.T) map[string]string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(repoRoot, "bench/pools-history.csv"))
 	require.NoError(t, err)
@@ -113,6 +115,22 @@ func pbSimulate(t *testing.T, tr pbTrace) pbSim {
 	}
 	require.NoError(t, sc.Err())
 	require.NotEmpty(t, jobs)
+	// Eight days with the eighth empty: Result.Profiles is taken at From,
+	// the trace's Monday 00:00, which must fall inside the played days.
+	cfg := pbSimConfig(pbHistoryStart, 8)
+	cfg.From = 7
+	res, err := poolsim.Play(jobs, poolsim.Learned, cfg)
+	require.NoError(t, err)
+	require.Len(t, res.Profiles, len(pbPoolNames()), "the simulator's profiles at the end of the history")
+	return res.Profiles
+}
+
+// pbSimDay plays tr's day through the simulator from profiles, as the
+// learned mode's controller played it, with pod starts drawn from median
+// and p95 (wall clock; 0: kube-e2e's usual).
+func pbSimDay(t *testing.T, tr pbTrace, profiles map[string]string, median, p95 time.Duration) pbSim {
+	t.Helper()
+	var jobs []poolsim.Job
 	for _, j := range tr.jobs {
 		kind := j.kind
 		if j.inPipeline {
@@ -120,15 +138,15 @@ func pbSimulate(t *testing.T, tr pbTrace) pbSim {
 		}
 		jobs = append(jobs, poolsim.Job{At: pbDayTime(j.at), Image: j.pool, Hold: j.hold * pbCompression, Kind: kind})
 	}
-	cfg := pbSimConfig()
+	monday := pbMonday.Truncate(24 * time.Hour)
+	cfg := pbSimConfig(monday, 7)
+	cfg.Profiles, cfg.PodStartMedian, cfg.PodStartP95 = profiles, median, p95
 	res, err := poolsim.Play(jobs, poolsim.Learned, cfg)
 	require.NoError(t, err)
-	s := pbSim{profiles: res.Profiles, podsMade: res.PodsMade}
-	require.Len(t, s.profiles, len(pbPoolNames()), "the simulator's profiles at the end of the history")
+	s := pbSim{median: median, p95: p95}
 	// The replayed windows: Monday 06:00 to Tuesday 06:00, and the weekend
 	// hour (the days between are not replayed).
-	windows := [][2]time.Time{{pbMonday, pbMonday.Add(pbWeekendAt * pbCompression)},
-		{pbSaturday, pbDayTime(tr.horizon)}}
+	windows := [][2]time.Time{{pbMonday, pbMonday.Add(pbWeekendAt * pbCompression)}, {pbSaturday, pbDayTime(tr.horizon)}}
 	for _, b := range res.Series {
 		for _, w := range windows {
 			if !b.At.Before(w[0]) && b.At.Before(w[1]) {
@@ -144,18 +162,22 @@ func pbSimulate(t *testing.T, tr pbTrace) pbSim {
 	return s
 }
 
-// pbWriteSimCheck sets the simulator's day beside the cluster's.
-func pbWriteSimCheck(w func(string, ...any), runs []*pbRun, sim *pbSim) {
+// pbWriteSimCheck sets the simulator's day beside the cluster's: played
+// with the pod starts the cluster showed in the learned mode (the check)
+// and with kube-e2e's usual ones (for reference).
+func pbWriteSimCheck(w func(string, ...any), t *testing.T, tr pbTrace, runs []*pbRun, profiles map[string]string) {
 	real := pbFind(runs, "learned")
 	w("## The simulator checked against the cluster (issue 41)\n\n")
-	if real == nil || sim == nil {
+	if real == nil || profiles == nil {
 		w("Not judged: the run lacks the mode with nothing written.\n\n")
 		return
 	}
+	median, p95 := pbPercentile(real.meter.started, 0.5), pbPercentile(real.meter.started, 0.95)
+	check := pbSimDay(t, tr, profiles, median, p95)
+	usual := pbSimDay(t, tr, profiles, 0, 0)
 	all := func(pbResult) bool { return true }
 	pipe := func(x pbResult) bool { return x.job.inPipeline }
 	rs, rp := pbStatsOf(real.results, all), pbStatsOf(real.results, pipe)
-	simRate := float64(sim.warm) / float64(max(sim.jobs, 1))
 	rel := func(a, b float64) float64 {
 		if b == 0 {
 			if a == 0 {
@@ -171,24 +193,22 @@ func pbWriteSimCheck(w func(string, ...any), runs []*pbRun, sim *pbSim) {
 		}
 		return "**do not agree**"
 	}
-	w("The simulator (pools/poolsim, the controller's sizing code on a simulated clock) played the history week and then this day, in its mode with nothing written, its pod starts drawn from kube-e2e's measured ones and scaled to the day's clock; the cluster played the day with the controller seeded with the profile the simulator learned from the history. Agreement is within %.0f %% (relative) of the cluster's figure.\n\n", 100*pbSimAgree)
-	w("| | simulator | cluster | simulator / cluster − 1 | |\n|---|---:|---:|---:|---|\n")
-	rr := rel(simRate, rs.rate())
-	w("| warm-claim rate | %d/%d = %.1f %% | %d/%d = %.1f %% | %+.1f %% | %s |\n", sim.warm, sim.jobs, 100*simRate, rs.warm, rs.n, 100*rs.rate(), 100*rr, agree(rr))
-	ri := rel(sim.idleSec, real.meter.total())
-	w("| idle pod-seconds (wall) | %.0f | %.0f | %+.1f %% | %s |\n", sim.idleSec, real.meter.total(), 100*ri, agree(ri))
-	w("| the 30-job pipeline warm | %d/%d | %d/%d | | |\n", sim.pipeWarm, sim.pipe, rp.warm, rp.n)
-	w("| pods made (the simulator: the whole 13 days) | %d | %d | | |\n\n", sim.podsMade, real.meter.created)
+	rate := func(s pbSim) float64 { return float64(s.warm) / float64(max(s.jobs, 1)) }
+	w("The simulator (pools/poolsim: the controller's sizing code on a simulated clock) learned the pools' profiles from the week before ([`bench/pools-history.csv`](pools-history.csv), `poolstrace -history`); the cluster's controller started from those profiles (`%s` on each pool) and the same policy, with nothing written. The simulator then played this day from the same profiles, twice: with pod starts drawn from what the cluster showed in this mode (create → Ready p50 %s, p95 %s, scaled to the day's clock), which is the check, within %.0f %% (relative) of the cluster's figures; and with kube-e2e's usual starts (3 s / 16 s), for reference.\n\n",
+		poolapi.AnnotationProfile, pbSec(median), pbSec(p95), 100*pbSimAgree)
+	w("| | simulator, this run's pod starts | cluster | simulator / cluster − 1 | | simulator, usual pod starts |\n|---|---:|---:|---:|---|---:|\n")
+	rr := rel(rate(check), rs.rate())
+	w("| warm-claim rate | %d/%d = %.1f %% | %d/%d = %.1f %% | %+.1f %% | %s | %d/%d = %.1f %% |\n", check.warm, check.jobs, 100*rate(check), rs.warm, rs.n, 100*rs.rate(), 100*rr, agree(rr), usual.warm, usual.jobs, 100*rate(usual))
+	ri := rel(check.idleSec, real.meter.total())
+	w("| idle pod-seconds (wall) | %.0f | %.0f | %+.1f %% | %s | %.0f |\n", check.idleSec, real.meter.total(), 100*ri, agree(ri), usual.idleSec)
+	w("| the 30-job pipeline warm | %d/%d | %d/%d | | | %d/%d |\n\n", check.pipeWarm, check.pipe, rp.warm, rp.n, usual.pipeWarm, usual.pipe)
 }
 
-// pbProfileNote is what the report says of the learned mode's start.
-func pbProfileNote(sim *pbSim) string {
-	if sim == nil {
-		return ""
-	}
+// pbProfileNote is what the log says of the learned mode's start.
+func pbProfileNote(profiles map[string]string) string {
 	var sizes []string
 	for _, name := range pbPoolNames() {
-		sizes = append(sizes, fmt.Sprintf("%s %d bytes", name, len(sim.profiles[name])))
+		sizes = append(sizes, fmt.Sprintf("%s %d bytes", name, len(profiles[name])))
 	}
 	return strings.Join(sizes, ", ")
 }

@@ -246,24 +246,23 @@ func TestPoolsBench(t *testing.T) {
 	rc, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	require.NoError(t, err)
 	began := time.Now()
-	var sim *pbSim
+	var profiles map[string]string // the learned mode's start
 	for _, md := range modes {
 		if md.learned {
-			s := pbSimulate(t, tr)
-			sim = &s
-			t.Logf("simulator: %d/%d warm, %.0f idle pod-s; profiles %s", s.warm, s.jobs, s.idleSec, pbProfileNote(sim))
+			profiles = pbSimHistory(t)
+			t.Logf("profiles learned by the simulator from the history: %s", pbProfileNote(profiles))
 		}
 	}
 	var runs []*pbRun
 	for _, md := range modes {
 		t.Run(md.key, func(t *testing.T) {
-			r := pbReplay(t, rc, md, tr, sim)
+			r := pbReplay(t, rc, md, tr, profiles)
 			runs = append(runs, r)
 			t.Logf("%s: %s", md.name, r.summary())
 		})
 	}
 	require.Len(t, runs, len(modes), "a mode failed")
-	md := pbReport(t, rc, tr, runs, sim, time.Since(began))
+	md := pbReport(t, rc, tr, runs, profiles, time.Since(began))
 	t.Log("\n" + md)
 	require.NoError(t, os.WriteFile(out, []byte(md), 0o644))
 	t.Logf("written to %s", out)
@@ -352,7 +351,7 @@ func pbPoolDeployment(t *testing.T, name string, replicas int32, policy string) 
 }
 
 // pbReplay runs the trace in a fresh namespace in one mode.
-func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace, sim *pbSim) *pbRun {
+func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace, profiles map[string]string) *pbRun {
 	ns := newNamespace(t, "pb-"+md.key, true)
 	run := &pbRun{mode: md, ns: ns}
 	cs := pbClientset(t, rc, 50, 100)
@@ -366,7 +365,7 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace, sim *pbSim) 
 		}
 		d := pbPoolDeployment(t, name, md.replicas, policy)
 		if md.learned {
-			d.Annotations = map[string]string{poolapi.AnnotationPolicy: poolsim.LearnedPolicy, poolapi.AnnotationProfile: sim.profiles[name]}
+			d.Annotations = map[string]string{poolapi.AnnotationPolicy: poolsim.LearnedPolicy, poolapi.AnnotationProfile: profiles[name]}
 		}
 		_, err := cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -974,7 +973,7 @@ func pbMachine(cs kubernetes.Interface) string {
 }
 
 // pbReport writes bench/pools.md.
-func pbReport(t *testing.T, rc *rest.Config, tr pbTrace, runs []*pbRun, sim *pbSim, took time.Duration) string {
+func pbReport(t *testing.T, rc *rest.Config, tr pbTrace, runs []*pbRun, profiles map[string]string, took time.Duration) string {
 	t.Helper()
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
@@ -987,7 +986,7 @@ func pbReport(t *testing.T, rc *rest.Config, tr pbTrace, runs []*pbRun, sim *pbS
 	pbWriteTrace(w, tr)
 	pbWriteTable(w, runs)
 	pbWriteTargets(w, runs)
-	pbWriteSimCheck(w, runs, sim)
+	pbWriteSimCheck(w, t, tr, runs, profiles)
 	pbWriteSegments(w, tr, runs)
 	pbWriteController(w, runs)
 	pbWriteTimeline(w, tr, runs)

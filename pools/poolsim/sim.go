@@ -89,6 +89,12 @@ type Config struct {
 	// Pools are the images whose pools are written at Start; nil: the
 	// trace's (Loads, the new image's written on its day but in Learned).
 	Pools []string
+	// PodStartMedian and PodStartP95 are the log-normal the pod starts
+	// are drawn from (0: kube-e2e's, 3 s and 16 s).
+	PodStartMedian, PodStartP95 time.Duration
+	// Profiles seed the pools' profiles at Start (sizing.Profile.Marshal,
+	// by image), as a controller reads warmpod.dev/demand-profile.
+	Profiles map[string]string
 	// PodStartScale multiplies each pod start drawn (0: 1). make
 	// bench-pools replays a day compressed 150× whose pod starts are the
 	// cluster's, not compressed: on the day's clock they are 150× longer.
@@ -102,14 +108,18 @@ func DefaultConfig() Config {
 		Resync: 10 * time.Second, Batch: 200 * time.Millisecond, Seed: 1, From: 7, Bucket: 15 * time.Minute}
 }
 
-// PodStart draws a pod's creation to Ready: log-normal with the median and
-// 95th percentile that make bench-pools measured on kube-e2e (bench/pools.md:
-// "pod create → Ready p50 / p95", 3 s / 16 s, busybox already pulled), within
+// podStart draws a pod's creation to Ready: log-normal with median and 95th
+// percentile p95, within [median/3, 20×median]; by default (0) those that
+// make bench-pools measured on kube-e2e (bench/pools.md: "pod create →
+// Ready p50 / p95", 3 s / 16 s, busybox already pulled), so within
 // [1 s, 60 s].
-func (d draws) podStart() time.Duration {
-	const median, sigma = 3.0, 1.017 // ln(16/3)/1.645
-	v := median * math.Exp(sigma*d.normal())
-	return time.Duration(min(max(v, 1), 60) * float64(time.Second))
+func (d draws) podStart(median, p95 time.Duration) time.Duration {
+	m, sigma := 3.0, 1.017 // ln(16/3)/1.645
+	if median > 0 && p95 > median {
+		m, sigma = median.Seconds(), math.Log(float64(p95)/float64(median))/1.645
+	}
+	v := m * math.Exp(sigma*d.normal())
+	return time.Duration(min(max(v, m/3), 20*m) * float64(time.Second))
 }
 
 // Result is what one mode did with the trace, from Config.From on.
@@ -355,6 +365,16 @@ func (w *world) advance(t time.Time) {
 
 func (w *world) addPool(image string, at time.Time, found bool) error {
 	p := &pool{image: image, made: at, found: found, known: at}
+	if text, ok := w.cfg.Profiles[image]; ok {
+		prof, err := sizing.UnmarshalProfile(text)
+		if err != nil {
+			return fmt.Errorf("profile of %s: %w", image, err)
+		}
+		if prof.Through().After(at) {
+			return fmt.Errorf("profile of %s: folded up to %s, after %s", image, prof.Through(), at)
+		}
+		p.profile = prof
+	}
 	switch w.mode {
 	case Fixed:
 		p.replicas = FixedSize
@@ -551,7 +571,7 @@ func (w *world) batch() {
 
 // podStart draws a pod start, scaled by Config.PodStartScale.
 func (w *world) podStart() time.Duration {
-	d := w.d.podStart()
+	d := w.d.podStart(w.cfg.PodStartMedian, w.cfg.PodStartP95)
 	if w.cfg.PodStartScale > 0 {
 		d = time.Duration(float64(d) * w.cfg.PodStartScale)
 	}

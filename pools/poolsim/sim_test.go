@@ -165,6 +165,27 @@ func TestPlayPoolsScaleProfiles(t *testing.T) {
 	assert.Equal(t, 10, res.Jobs)
 	assert.Equal(t, 10, res.Warm, "warm from the profile on day 8")
 
+	// The profiles seed a simulation of day 8 alone, as a controller that
+	// reads them back from its pools: warm from the first job.
+	day8 := cfg
+	day8.Start, day8.Days, day8.From, day8.Profiles = start.AddDate(0, 0, 7), 1, 0, res.Profiles
+	seeded, err := Play(jobs[70:], Learned, day8)
+	require.NoError(t, err)
+	assert.Equal(t, 10, seeded.Warm, "warm from the seeded profile")
+	day8.Profiles = map[string]string{"golang": "not a profile"}
+	_, err = Play(jobs[70:], Learned, day8)
+	assert.ErrorContains(t, err, "profile of golang")
+
+	// Pod starts of a median of a minute, 20× kube-e2e's: the pods spend
+	// that much longer starting, and the profile starts them that much
+	// earlier (a lead of one pod start): still warm.
+	slowCfg := cfg
+	slowCfg.PodStartMedian, slowCfg.PodStartP95 = time.Minute, 2*time.Minute
+	slowStarts, err := Play(jobs, Learned, slowCfg)
+	require.NoError(t, err)
+	assert.Greater(t, slowStarts.StartingPodSeconds, 10*res.StartingPodSeconds)
+	assert.Equal(t, 10, slowStarts.Warm)
+
 	// Pod starts 100× longer (5 minutes median): the pipeline's pods are
 	// not Ready in time on its first day, on any.
 	cfg.PodStartScale = 100
