@@ -136,7 +136,7 @@ func (c *Controller) setGauges(x decided, now time.Time) {
 // created. A pod whose mark is refused twice ends the marking there (the
 // ReplicaSet would remove it before the pods after it).
 func (c *Controller) retire(ctx context.Context, x decided, target, cur int, now time.Time) (int, error) {
-	order := retireOrder(x.pods)
+	order := retireOrder(x.pods, x.perNode)
 	excess, stay := len(order)-target, len(order)
 	for _, p := range order {
 		if excess <= 0 {

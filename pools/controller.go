@@ -319,6 +319,7 @@ type decided struct {
 	lastDem  time.Time
 	start    time.Duration
 	cpu, mem int64
+	perNode  map[string]int // the namespace's pool pods by node (retireOrder)
 }
 
 // Reconcile decides every pool of the namespace once, from the cache, and
@@ -354,6 +355,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	perNode := podsPerNode(all)
 	byPool := map[string][]*corev1.Pod{}
 	for _, p := range all {
 		byPool[p.Labels[poolapi.LabelPool]] = append(byPool[p.Labels[poolapi.LabelPool]], p)
@@ -391,7 +393,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			dec.Idle = n
 			dec.Message += fmt.Sprintf("; held at %d: no shrink while a burst outruns the idle pods (panic, until %s after it)", n, sizing.StableWindow)
 		}
-		x := decided{d: d, key: key, pods: pp, dec: dec, per: per, start: obs.PodStart}
+		x := decided{d: d, key: key, pods: pp, dec: dec, per: per, start: obs.PodStart, perNode: perNode}
 		x.claims = append(obs.Claims, obs.ColdStarts...)
 		x.lastDem = obs.LastClaim
 		x.cpu, x.mem = podRequests(&d.Spec.Template)

@@ -96,13 +96,18 @@ func (pp poolPods) observation(t *Tracker, key string, known, now time.Time) siz
 // retireOrder returns the idle and starting pods in the order a ReplicaSet
 // removes pods when it scales down (ActivePodsWithRanks in Kubernetes'
 // pkg/controller): not yet scheduled first, then Pending before Running, not
-// Ready before Ready, and, within a rank, the youngest first. Marking the
-// first n of them retiring (with poolapi.AnnotationDeletionCost lowest) and lowering
-// replicas by n makes the ReplicaSet pick exactly those n: the pods it
-// would have picked anyway, with the deletion cost settling ties among Ready
-// pods. So the controller chooses which pods go, and each was made
-// unclaimable first under its resourceVersion.
-func retireOrder(pp poolPods) []*corev1.Pod {
+// Ready before Ready. Marking the first n of them retiring (with
+// poolapi.AnnotationDeletionCost lowest) and lowering replicas by n makes
+// the ReplicaSet pick exactly those n: within a rank the deletion cost comes
+// before the ReplicaSet's own tie-breaks, so the controller chooses which
+// pods go, and each was made unclaimable first under its resourceVersion.
+//
+// Within a rank, pods on the node with the fewest of the namespace's pool
+// pods (perNode, idle and busy) go first, then the youngest: a node left
+// with no pool pod is one a node autoscaler can remove, where retiring the
+// youngest scattered the survivors over every node (issue 42). The count is
+// of warmpod's pods only; the controller does not watch other pods.
+func retireOrder(pp poolPods, perNode map[string]int) []*corev1.Pod {
 	pods := append(slices.Clone(pp.starting), pp.idle...)
 	rank := func(p *corev1.Pod) int {
 		r := 0
@@ -121,9 +126,24 @@ func retireOrder(pp poolPods) []*corev1.Pod {
 		if ra, rb := rank(a), rank(b); ra != rb {
 			return ra - rb
 		}
+		if na, nb := perNode[a.Spec.NodeName], perNode[b.Spec.NodeName]; na != nb {
+			return na - nb
+		}
 		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time)
 	})
 	return pods
+}
+
+// podsPerNode counts the pods of all that are on a node and not being
+// deleted, by node: what retireOrder calls a node's emptiness.
+func podsPerNode(all []*corev1.Pod) map[string]int {
+	n := map[string]int{}
+	for _, p := range all {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+			n[p.Spec.NodeName]++
+		}
+	}
+	return n
 }
 
 // podRequests is one pod's requests of CPU (millicores) and memory (bytes),

@@ -3,6 +3,7 @@ package pools
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -115,4 +117,58 @@ func TestKeptMarkStopsTheScaleDown(t *testing.T) {
 	slices.Sort(removes)
 	slices.Sort(marked)
 	assert.Equal(t, marked, removes, "at %d replicas the pods the ReplicaSet removes are the marked ones", replicas)
+}
+
+// A scale-down retires the idle pods of the node with the fewest pool pods
+// first (issue 42: a node left empty is one an autoscaler can remove), then
+// the youngest; a pod not Ready still goes before any Ready one, as the
+// ReplicaSet would remove it first whatever the marks.
+func TestRetireEmptiestNodeFirst(t *testing.T) {
+	now := monday9
+	on := func(p *corev1.Pod, node string) *corev1.Pod { p.Spec.NodeName = node; return p }
+	old := now.Add(-2 * time.Hour)
+	cases := []struct {
+		name string
+		pods []*corev1.Pod
+		keep int
+		want []string
+	}{
+		{"the lone pod's node empties first, though it is the oldest", []*corev1.Pod{
+			on(idlePod("alpine", "a1", true, now.Add(-time.Minute)), "a"), on(idlePod("alpine", "a2", true, now.Add(-2*time.Minute)), "a"),
+			on(claimedPod("alpine", "a-busy", now.Add(-time.Minute)), "a"),
+			on(idlePod("alpine", "b1", true, old), "b"),
+		}, 1, []string{"b1", "a1"}},
+		{"busy pods count: the node with one idle and two busy stays", []*corev1.Pod{
+			on(idlePod("alpine", "a1", true, old), "a"), on(claimedPod("alpine", "a-busy1", now.Add(-time.Minute)), "a"), on(claimedPod("alpine", "a-busy2", now.Add(-time.Minute)), "a"),
+			on(idlePod("alpine", "b1", true, old), "b"), on(idlePod("alpine", "b2", true, old.Add(time.Second)), "b"),
+		}, 1, []string{"b1", "b2"}},
+		{"not Ready first, wherever it is", []*corev1.Pod{
+			on(idlePod("alpine", "a1", false, now.Add(-time.Second)), "a"), on(idlePod("alpine", "a2", true, now.Add(-time.Hour)), "a"), on(idlePod("alpine", "a3", true, now.Add(-time.Hour)), "a"),
+			on(idlePod("alpine", "b1", true, old), "b"),
+		}, 2, []string{"a1", "b1"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var objs []k8sruntime.Object
+			idle := 0
+			for _, p := range tc.pods {
+				objs = append(objs, p)
+				if p.Labels[poolapi.LabelState] == poolapi.StateIdle {
+					idle++
+				}
+			}
+			objs = append(objs, poolDeployment("alpine", fmt.Sprintf("- idle_count: %d\n  idle_time: 0s", tc.keep), idle))
+			h := newHarness(t, now, sizing.Budget{}, objs...)
+			require.NoError(t, h.c.Reconcile(context.Background()))
+			pods, err := h.api.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+			require.NoError(t, err)
+			var got []string
+			for _, p := range pods.Items {
+				if p.Annotations[poolapi.AnnotationRetiring] != "" {
+					got = append(got, p.Name)
+				}
+			}
+			assert.ElementsMatch(t, tc.want, got)
+		})
+	}
 }
