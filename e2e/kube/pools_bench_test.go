@@ -412,8 +412,12 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace, profiles map
 	if md.controller {
 		run.logFile = filepath.Join(os.TempDir(), "warmpod-pools-bench-"+ns+".log")
 		if md.learned {
-			// The day's clock: resync and batch are given on it.
-			cfg := pools.Config{Namespace: ns, Budget: pbBudget, Resync: pbResync * pbCompression, Batch: pools.DefaultBatch * pbCompression}
+			// The day's clock: resync, batch and the retire grace are
+			// given on it, so that each lasts its wall-clock time (a
+			// grace of 30 s of the day, 0.2 s, would take a retiring
+			// mark off before the ReplicaSet removed the pod).
+			cfg := pools.Config{Namespace: ns, Budget: pbBudget, Resync: pbResync * pbCompression, Batch: pools.DefaultBatch * pbCompression,
+				RetireGrace: pools.DefaultRetireGrace * pbCompression}
 			stopController = pbStartController(t, rc, cfg, pbDayClock{t0: t0}, run)
 		} else {
 			stopController = pbStartController(t, rc, pools.Config{Namespace: ns, Budget: pbBudget, Resync: pbResync}, clock.RealClock{}, run)

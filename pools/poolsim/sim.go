@@ -109,14 +109,18 @@ func DefaultConfig() Config {
 }
 
 // podStart draws a pod's creation to Ready: log-normal with median and 95th
-// percentile p95, within [median/3, 20×median]; by default (0) those that
+// percentile p95 (p95 at or below median: always median), within
+// [median/3, 20×median]; by default (median 0) those that
 // make bench-pools measured on kube-e2e (bench/pools.md: "pod create →
 // Ready p50 / p95", 3 s / 16 s, busybox already pulled), so within
 // [1 s, 60 s].
 func (d draws) podStart(median, p95 time.Duration) time.Duration {
 	m, sigma := 3.0, 1.017 // ln(16/3)/1.645
-	if median > 0 && p95 > median {
+	switch {
+	case median > 0 && p95 > median:
 		m, sigma = median.Seconds(), math.Log(float64(p95)/float64(median))/1.645
+	case median > 0: // every start the same
+		m, sigma = median.Seconds(), 0
 	}
 	v := m * math.Exp(sigma*d.normal())
 	return time.Duration(min(max(v, m/3), 20*m) * float64(time.Second))
