@@ -251,7 +251,7 @@ bench-github: image-tar ## Actions hook: warmpod-github vs the upstream k8s-novo
 bench-pools-sim: ## pools that configure themselves: 15 days of a seeded trace (pools/poolsim) played three ways through the sizing code, targets on 11 seeds, ~2 min → bench/pools-sim.md, bench/pools-sim.svg
 	cd bench && $(GO) run ./cmd/poolsim -md pools-sim.md -svg pools-sim.svg
 
-bench-pools: image-tar ## pools that size themselves: a compressed working day (bench/pools-trace.csv) through the drivers' claim path with no pools, fixed pools and warmpod-pools, in one run (real cluster, ~40 min) → bench/pools.md
+bench-pools: image-tar ## pools that size themselves: a compressed working day (bench/pools-trace.csv) through the drivers' claim path with no pools, fixed pools, warmpod-pools with periods written and with nothing written (seeded with the profile the simulator learned from bench/pools-history.csv; the simulator's day checked against it), in one run (real cluster, ~50 min) → bench/pools.md
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \

@@ -163,7 +163,8 @@ func BusyDisruption() map[string]string {
 
 // IdleDisruption are those of an idle pool pod (the pool templates carry
 // the same), as a JSON merge patch: safe to evict, and Karpenter's key
-// removed (nil).
+// removed (nil). A pod given back to its pool gets these, not what its
+// template said, should a template say otherwise.
 func IdleDisruption() map[string]any {
 	return map[string]any{AnnotationSafeToEvict: "true", AnnotationDoNotDisrupt: nil}
 }

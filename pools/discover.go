@@ -87,7 +87,7 @@ func (c *Controller) discover(ctx context.Context, deps []*appsv1.Deployment, no
 		// Removed once unused, or once a person wrote a pool for its
 		// image: that pool is the one to size, not a second beside it.
 		last := c.tracker.LastClaim(key)
-		if superseded := images[image]; superseded || rule.Unused(d.CreationTimestamp.Time, last, now) {
+		if superseded := images[image]; superseded || rule.Unused(c.tracker.of(d.CreationTimestamp.Time), last, now) {
 			err := c.cs.AppsV1().Deployments(d.Namespace).Delete(ctx, d.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &d.UID}})
 			if err != nil && !apierrors.IsNotFound(err) {
 				c.m.errors.WithLabelValues("discover").Inc()

@@ -134,14 +134,17 @@ func retireOrder(pp poolPods, perNode map[string]int) []*corev1.Pod {
 	return pods
 }
 
-// podsPerNode counts the pods of all that are on a node and not being
-// deleted, by node: what retireOrder calls a node's emptiness.
+// podsPerNode counts the pods of all that stay on their node, by node:
+// what retireOrder calls a node's emptiness. Pods being deleted, finished
+// or retiring are on their way off it and do not count.
 func podsPerNode(all []*corev1.Pod) map[string]int {
 	n := map[string]int{}
 	for _, p := range all {
-		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
-			n[p.Spec.NodeName]++
+		switch pool.StateOf(p) {
+		case poolapi.PodGone, poolapi.PodRetiring, poolapi.PodPending:
+			continue
 		}
+		n[p.Spec.NodeName]++
 	}
 	return n
 }

@@ -171,6 +171,7 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 		// (that image's pull) is not a start of this pool's pods.
 		return o
 	}
+	wall := at.Sub(pod.CreationTimestamp.Time) // the claim wait's unit
 	if start := t.of(at).Sub(t.of(pod.CreationTimestamp.Time)); start > 0 {
 		o.Start = start
 		h.starts = append(h.starts, start)
@@ -181,7 +182,7 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 	if cold != "" && bits&seenWait == 0 && poolapi.ColdReason(cold).Demand() && bits&seenClaim != 0 {
 		// A cold pod's wait ends when it is Ready.
 		bits |= seenWait
-		o.Wait = waitOf(pod) + o.Start
+		o.Wait = waitOf(pod) + max(wall, 0)
 	}
 	return o
 }

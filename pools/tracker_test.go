@@ -446,14 +446,16 @@ func TestTrackerLearnLeadIsTheMeasuredStart(t *testing.T) {
 	day1 := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	burst := day1.Add(11 * time.Hour)
 	for _, tc := range []struct {
-		start time.Duration
-		want  bool
+		start  time.Duration
+		before time.Duration // asked this long before the burst's time of day
+		want   bool
 	}{
-		{30 * time.Second, false}, // 10:50 + 30 s + a slot ends before 11:00
-		{6 * time.Minute, true},   // 10:50 + 6 min + a slot reaches 11:00
-		{time.Hour, true},         // capped at MaxLead, still past 11:00
+		{30 * time.Second, 10 * time.Minute, false}, // 10:50 + 30 s + a slot ends before 11:00
+		{6 * time.Minute, 10 * time.Minute, true},   // 10:50 + 6 min + a slot reaches 11:00
+		{time.Hour, 10 * time.Minute, true},         // capped at MaxLead, still past 11:00
+		{2 * time.Hour, 40 * time.Minute, false},    // 10:20 + MaxLead (not 2 h) + a slot ends before 11:00
 	} {
-		t.Run(tc.start.String(), func(t *testing.T) {
+		t.Run(tc.start.String()+"/"+tc.before.String(), func(t *testing.T) {
 			tr := NewTracker()
 			for i := range 9 {
 				c := day1.Add(time.Hour)
@@ -463,8 +465,8 @@ func TestTrackerLearnLeadIsTheMeasuredStart(t *testing.T) {
 				tr.Observe(warmClaim("c"+strconv.Itoa(i), burst.Add(time.Duration(i)*time.Second), 1).build(), burst)
 			}
 			tr.Learn(ns+"/alpine", day1, burst.Add(time.Hour)) // folds the burst's slot
-			f := tr.Learn(ns+"/alpine", day1, burst.AddDate(0, 0, 1).Add(-10*time.Minute))
-			assert.Equal(t, tc.want, f.Pods >= 5, "expects the burst at 10:50 of the next day: %+v", f)
+			f := tr.Learn(ns+"/alpine", day1, burst.AddDate(0, 0, 1).Add(-tc.before))
+			assert.Equal(t, tc.want, f.Pods >= 5, "expects the burst %s before it, the next day: %+v", tc.before, f)
 		})
 	}
 }

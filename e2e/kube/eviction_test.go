@@ -25,9 +25,10 @@ import (
 // Pods that let nodes drain (issue 42), through the Eviction API that
 // kubectl drain and the autoscalers' scale-in use: an idle pool pod is
 // evicted and its pool makes another; a claimed pod, whose job runs, is
-// refused with 429 (deploy/claimed-pdb.yaml), as is a cold one; given
-// back to the pool it is evictable again. The autoscalers' annotations
-// ride on the claim's patch and the cold pod's create.
+// refused with 429 (deploy/claimed-pdb.yaml), as is a cold one. The
+// autoscalers' annotations ride on the claim's patch and the cold pod's
+// create (the unclaim patch's are unit-tested: executor/pool's
+// TestInfeasibleResizeGivesThePodBack).
 func TestEvictionSparesClaimedPods(t *testing.T) {
 	ns := newNamespace(t, "evict", true)
 	ctx := context.Background()
@@ -62,12 +63,19 @@ func TestEvictionSparesClaimedPods(t *testing.T) {
 	}
 
 	// An idle pod goes, and the pool makes another.
+	waitFor(t, 2*time.Minute, "both pods Ready", func() (bool, string) {
+		return len(idle()) == 2, ""
+	})
+	before := map[string]bool{}
+	for _, p := range idle() {
+		before[p.Name] = true
+	}
 	first := idle()[0]
 	assert.Equal(t, "true", first.Annotations[poolapi.AnnotationSafeToEvict], "the template's")
 	require.NoError(t, evict(first.Name), "an idle pod is evictable")
-	waitFor(t, 2*time.Minute, "a Ready idle pod other than the evicted one", func() (bool, string) {
+	waitFor(t, 2*time.Minute, "the pool's new pod Ready in the evicted one's place", func() (bool, string) {
 		for _, p := range idle() {
-			if p.Name != first.Name {
+			if !before[p.Name] {
 				return true, ""
 			}
 		}
