@@ -359,6 +359,13 @@ func TestStressEndRaces(t *testing.T) {
 		}
 		b, _ := os.ReadFile(filepath.Join(w.Rootfs, "tmp/terms"))
 		assert.LessOrEqual(t, strings.Count(string(b), "terminated"), 1, "rep %d: the job's process got more than one SIGTERM: %q", rep, b)
+		if !sigterm {
+			// The status turns idle as the job ends; its "job ended" line
+			// reaches our copy of stderr through a pipe a moment later.
+			Eventually(t, 10*time.Second, 50*time.Millisecond, "the job's end is logged", func() (bool, string) {
+				return strings.Contains(w.Stderr(), "job ended"), ""
+			})
+		}
 		log := w.Stderr()
 		assert.NotContains(t, log, "panic", "rep %d", rep)
 		n := strings.Count(log, "job ended")
