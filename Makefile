@@ -142,7 +142,7 @@ HELPER_TAR := bin/gitlab-helper-image.tar
 EXEC_IMAGE ?= localhost/warmpod-executor:dev
 EXEC_TAR   := bin/warmpod-executor-image.tar
 
-.PHONY: image-tar image-executor-tar e2e-kube gitlab-runner gitlab-helper image-gitlab-helper actions-hooks bench-kube bench-github bench-pools bench-pools-sim
+.PHONY: image-tar image-executor-tar e2e-kube gitlab-runner gitlab-helper image-gitlab-helper actions-hooks bench-kube bench-github bench-pools bench-pools-sim bench-claims
 
 gitlab-runner: ## build the real GitLab Runner + mock coordinator of ../shared/gitlab-runner (cached under /var/tmp/glr)
 	@test -x $(GLR_DIR)/build.sh || { echo "$(GLR_DIR)/build.sh not found (set SHARED=path/to/shared)"; exit 1; }
@@ -259,6 +259,14 @@ bench-pools: image-tar ## pools that size themselves: a compressed working day (
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(IMAGE_TAR); \
 	WARMPOD_POOLS_BENCH=$(CURDIR)/bench/pools.md \
 	  $(GO) test -tags kube -count=1 -v -timeout 90m -run TestPoolsBench ./e2e/kube/
+
+bench-claims: ## claims at scale: bursts of 10, 100 and 1,000 warm claims in 10 s against 1,000 warm pods on hollow nodes, each a driver's (own client and TLS connection, the driver's ServiceAccount), latency, API requests, exactly-once (real API server, ~10 min) → bench/claims.md
+	@set -e; \
+	if [ -z "$$KUBECONFIG" ]; then \
+	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
+	fi; \
+	WARMPOD_CLAIMS_BENCH=$(CURDIR)/bench/claims.md \
+	  $(GO) test -tags kube -count=1 -v -timeout 40m -run TestClaimsAtScale ./e2e/kube/
 
 # The stock GitLab Kubernetes executor beside the driver: its runner and helper image are built by
 # ../shared/gitlab-runner (GLR_K8S=1 build.sh, helper-image.sh; bash-static from Debian), its
