@@ -23,7 +23,8 @@ const benchRounds = 20
 //
 //   - cold: POST a fresh busybox pod whose one-line stage is `echo first`,
 //     then poll its log (API, every 20 ms) until the line is there: what a
-//     pod-per-job executor waits for before the first script line's output.
+//     pod-per-job executor waits for before the first script line's output
+//     (scheduling included: the scheduler places it, as it would a job pod).
 //   - warm: on an already-Ready warm pod, `kubectl exec -i … warmpod job start`
 //     (token + variables on stdin) then `kubectl exec … warmpod job run -- echo
 //     first`, until its output is back: what a warm-pool executor waits for.
@@ -125,7 +126,7 @@ func coldStart(t *testing.T, ns, name string) time.Duration {
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec": map[string]any{
-			"nodeName": "127.0.0.1", "hostNetwork": true, "enableServiceLinks": false,
+			"hostNetwork": true, "enableServiceLinks": false,
 			"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
 			"containers": []any{map[string]any{
 				"name": "build", "image": busyboxImage, "imagePullPolicy": "Never",

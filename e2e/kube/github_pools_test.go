@@ -36,7 +36,6 @@ spec:
     metadata:
       labels: {warmpod.dev/pool: not-a-pool, warmpod.dev/state: idle}
     spec:
-      nodeName: 127.0.0.1
       containers:
       - {name: job, image: localhost/hooks/job:v1, imagePullPolicy: Never, command: [/warmpod/warmpod]}
 `

@@ -58,14 +58,14 @@ func runHelm(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// kubeE2EValues are the chart's values as kube-e2e needs them (no
-// scheduler, no pod network, nothing pulled: node 127.0.0.1, the host's
-// network, exec probes, the API server's address in env, local images),
+// kubeE2EValues are the chart's values as kube-e2e needs them (no pod
+// network, no kube-proxy, nothing pulled: the host's network, exec probes,
+// the API server's address in env, local images),
 // with one GitLab pool of image busyboxImage, and a second pool that the
 // upgrade must not touch.
 func kubeE2EValues(t *testing.T, busyboxImage string) string {
 	t.Helper()
-	kube := map[string]any{"nodeName": "127.0.0.1", "hostNetwork": true, "enableServiceLinks": false}
+	kube := map[string]any{"hostNetwork": true, "enableServiceLinks": false}
 	apiEnv := []any{
 		map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
 		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": "6443"},
@@ -141,7 +141,7 @@ func standInRunnerPod(t *testing.T, ns, sa string) string {
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": "runner"},
 		"spec": map[string]any{
-			"nodeName": "127.0.0.1", "hostNetwork": true, "enableServiceLinks": false, "serviceAccountName": sa,
+			"hostNetwork": true, "enableServiceLinks": false, "serviceAccountName": sa,
 			"initContainers": []any{map[string]any{
 				"name": "warmpod-gitlab", "image": "localhost/warmpod-executor:dev", "imagePullPolicy": "Never",
 				"command":      []any{"/warmpod-gitlab", "install", "/opt/warmpod"},

@@ -31,10 +31,10 @@ import (
 )
 
 // controllerManifests writes deploy/pools-controller.yaml as kube-e2e runs
-// it (no scheduler, no pod network, nothing pulled): the Deployment's pods
-// on node 127.0.0.1 with the host's network, the API server's address in
-// their env, metrics on a port of their own each (two replicas share the
-// host's network), and the given extra args.
+// it (no pod network, no kube-proxy, nothing pulled): the Deployment's pods
+// on the host's network, the API server's address in their env, metrics on
+// a port of their own each (two replicas share the host's network), and the
+// given extra args.
 func controllerManifests(t *testing.T, args ...string) string {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy/pools-controller.yaml"))
@@ -52,7 +52,7 @@ func controllerManifests(t *testing.T, args ...string) string {
 		}
 		if m["kind"] == "Deployment" {
 			spec := m["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
-			spec["nodeName"], spec["hostNetwork"], spec["enableServiceLinks"] = "127.0.0.1", true, false
+			spec["hostNetwork"], spec["enableServiceLinks"] = true, false
 			delete(spec, "affinity")
 			c := spec["containers"].([]any)[0].(map[string]any)
 			c["imagePullPolicy"] = "Never"

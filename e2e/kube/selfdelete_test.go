@@ -59,7 +59,7 @@ func TestKubePackageInPod(t *testing.T) {
 				"apiVersion": "v1", "kind": "Pod",
 				"metadata": map[string]any{"name": "selfdel", "namespace": ns},
 				"spec": map[string]any{
-					"nodeName": "127.0.0.1", "hostNetwork": true, "enableServiceLinks": false,
+					"hostNetwork": true, "enableServiceLinks": false,
 					"restartPolicy": "Never", "terminationGracePeriodSeconds": 10, "serviceAccountName": "warmpod",
 					"volumes": []any{map[string]any{"name": "bin", "hostPath": map[string]any{"path": bin, "type": "File"}}},
 					"containers": []any{map[string]any{
