@@ -53,10 +53,11 @@ var ErrNotReady = errors.New("pod not ready")
 
 // ClaimWarm claims one Ready idle pod of pool p for owner: it lists the
 // pool's idle pods of p's configuration (p.HashLabel = p.Hash; none while
-// p is Pending), and patches the labels of each
-// Ready one in random order (so concurrent runners spread out) with its
-// resourceVersion as the precondition, until one patch succeeds (409
-// Conflict: another runner won that pod, try the next). When none is
+// p is Pending) a page of claimPage at a time, and patches the labels of
+// each Ready one of a page in random order (so concurrent runners spread
+// out) with its resourceVersion as the precondition, until one patch
+// succeeds (409 Conflict: another runner won that pod, try the next);
+// the next page only when none of a page could be claimed. When none is
 // claimable it lists again every 100 ms until wait has passed. It returns
 // nil when no pod could be claimed within wait (wait 0: one pass). Errors
 // are the API server's, other than conflicts and pods gone meanwhile. A pod
@@ -93,39 +94,51 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 	deadline := began.Add(wait)
 	sel := labels.Set{poolapi.LabelPool: p.Name, poolapi.LabelState: poolapi.StateIdle, p.hashKey(): p.Hash}.String()
 	for {
-		list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			return nil, fmt.Errorf("list pods %s: %w", sel, err)
-		}
-		var ready []corev1.Pod
-		for _, pod := range list.Items {
-			if PodReady(&pod) && pod.Annotations[poolapi.AnnotationRetiring] == "" && (!resizedByClaimer(&pod) || p.hasOwnResources(&pod)) {
-				ready = append(ready, pod)
-			}
-		}
-		rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
-		if fit != nil {
-			settledFirst(ready, time.Now())
-		}
-		for i := range ready {
-			pod, resizing, err := k.claimFit(ctx, &ready[i], p.Container, owner, time.Since(began), fit)
-			if err == nil {
-				claimed := &poolapi.Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
-					Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true, Sidecars: len(p.Sidecars())}
-				if resizing != nil {
-					// Not a nil *Resizing in the interface: that would be
-					// a resize to wait for.
-					claimed.Resize = resizing
-				}
-				return claimed, nil
-			}
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		cont, restarts := "", 0
+		for {
+			list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: claimPage, Continue: cont})
+			if apierrors.IsResourceExpired(err) && cont != "" && restarts < 3 {
+				// The continue token outlived the API server's
+				// compaction: start over from the first page.
+				cont, restarts = "", restarts+1
 				continue
 			}
-			if errors.Is(err, ErrResizeUnsupported) {
-				return nil, err
+			if err != nil {
+				return nil, fmt.Errorf("list pods %s: %w", sel, err)
 			}
-			return nil, fmt.Errorf("claim pod %s: %w", ready[i].Name, err)
+			var ready []corev1.Pod
+			for _, pod := range list.Items {
+				if PodReady(&pod) && pod.Annotations[poolapi.AnnotationRetiring] == "" && (!resizedByClaimer(&pod) || p.hasOwnResources(&pod)) {
+					ready = append(ready, pod)
+				}
+			}
+			rand.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
+			if fit != nil {
+				settledFirst(ready, time.Now())
+			}
+			for i := range ready {
+				pod, resizing, err := k.claimFit(ctx, &ready[i], p.Container, owner, time.Since(began), fit)
+				if err == nil {
+					claimed := &poolapi.Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
+						Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true, Sidecars: len(p.Sidecars())}
+					if resizing != nil {
+						// Not a nil *Resizing in the interface: that would
+						// be a resize to wait for.
+						claimed.Resize = resizing
+					}
+					return claimed, nil
+				}
+				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+					continue
+				}
+				if errors.Is(err, ErrResizeUnsupported) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("claim pod %s: %w", ready[i].Name, err)
+			}
+			if cont = list.Continue; cont == "" {
+				break
+			}
 		}
 		if !time.Now().Before(deadline) {
 			return nil, nil
@@ -137,6 +150,18 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 		}
 	}
 }
+
+// claimPage is how many idle pods of the pool one list of ClaimWarm
+// returns. A claim needs one Ready pod, not the pool: a list of the
+// whole pool costs the API server and the driver in proportion to the
+// pool's size, once per claim, and at a thousand idle pods and a hundred
+// claims a second that cost is the claim's latency (bench/claims.md). A
+// page of 50 leaves concurrent claimers enough pods to spread over at
+// random (a conflict costs one more patch, not one more list; a claimed
+// pod leaves the selection, so the next claimer's first page holds
+// other pods), and the next page is read only when a page holds no
+// claimable pod (not Ready yet, retiring, resized by another claimer).
+const claimPage = 50
 
 // resizeSettle is how long a pod must have been Ready for a resize of it
 // to be applied at once: the kubelet applies a resize of a pod that

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -618,4 +620,53 @@ func TestColdAnnotations(t *testing.T) {
 		poolapi.AnnotationSafeToEvict:  "false",
 		poolapi.AnnotationDoNotDisrupt: "true",
 	}, got)
+}
+
+// A claim reads the pool a page at a time (claimPage), and the next page
+// only when none of a page could be claimed: here the first page holds
+// pods not Ready yet, and its continue token has expired (410) the first
+// time it is used, so the claim starts over and finds the Ready pod on
+// the second page.
+func TestClaimWarmPages(t *testing.T) {
+	const page = 2
+	cs, k := fakeAPI(readyPod("a1", "1", false), readyPod("a2", "1", false), readyPod("b1", "1", true), readyPod("b2", "1", false))
+	var limits []int64
+	var conts []string
+	expired := false
+	cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		o := a.(k8stesting.ListActionImpl).ListOptions
+		limits, conts = append(limits, o.Limit), append(conts, o.Continue)
+		if o.Continue != "" && !expired {
+			expired = true
+			return true, nil, apierrors.NewResourceExpired("continue token too old")
+		}
+		obj, err := cs.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, "ci")
+		if err != nil {
+			return true, nil, err
+		}
+		all := obj.(*corev1.PodList)
+		slices.SortFunc(all.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+		from := 0
+		if o.Continue != "" {
+			from, _ = strconv.Atoi(o.Continue)
+		}
+		out := &corev1.PodList{}
+		// The test's page is smaller than claimPage: what matters is that
+		// the claim follows the token.
+		to := min(from+page, len(all.Items))
+		out.Items = all.Items[from:to]
+		if to < len(all.Items) {
+			out.Continue = strconv.Itoa(to)
+		}
+		return true, out, nil
+	})
+	p := Pool{Name: "alpine", HashLabel: poolapi.LabelConfig, Hash: "h"}
+	pod, err := k.ClaimWarm(context.Background(), p, poolapi.Owner{Job: "1"}, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, pod)
+	assert.Equal(t, "b1", pod.Name)
+	assert.Equal(t, []string{"", "2", "", "2"}, conts, "first page, its token (expired), first page again, its token")
+	for _, l := range limits {
+		assert.Equal(t, int64(claimPage), l)
+	}
 }
