@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,8 +20,12 @@ type Node struct {
 
 // Nodes lists the nodes t's pods may run on: the one its nodeName names,
 // else those whose labels match its nodeSelector (every node when it has
-// none). Affinity and taints are not read: a node they rule out still
-// counts, so the answer errs towards "it may fit". Sorted by name.
+// none) and whose NoSchedule and NoExecute taints its tolerations
+// tolerate, as kube-scheduler's TaintToleration filter does (a cordoned
+// node has the node.kubernetes.io/unschedulable taint): a node the
+// scheduler would never place the pod on must not make a job look as if
+// it fits. Affinity is not read: a node it rules out still counts, so
+// the answer errs towards "it may fit". Sorted by name.
 // Errors: the API server's (RBAC: get and list on nodes, which are
 // cluster-scoped: a ClusterRole, deploy/gitlab-rbac.yaml).
 func (k *Cluster) Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]Node, error) {
@@ -40,6 +45,9 @@ func (k *Cluster) Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]Node,
 	}
 	out := make([]Node, 0, len(items))
 	for _, n := range items {
+		if t.Spec.NodeName == "" && !tolerated(n.Spec.Taints, t.Spec.Tolerations) {
+			continue
+		}
 		out = append(out, Node{Name: n.Name, Allocatable: n.Status.Allocatable})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -117,6 +125,31 @@ func EffectiveRequests(r corev1.ResourceRequirements) corev1.ResourceList {
 func (n Node) Fits(req corev1.ResourceList) bool {
 	for name, q := range req {
 		if a, ok := n.Allocatable[name]; ok && q.Cmp(a) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// tolerated tells whether tolerations tolerate every NoSchedule and
+// NoExecute taint (PreferNoSchedule only steers the scheduler). A pod
+// with nodeName skips the scheduler, and its node's taints with it.
+func tolerated(taints []corev1.Taint, tolerations []corev1.Toleration) bool {
+	for i := range taints {
+		tt := &taints[i]
+		if tt.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		ok := false
+		for j := range tolerations {
+			// Comparison operators (Gt, Lt) are a feature gate of 1.35:
+			// off, as on the clusters warmpod is tested on.
+			if tolerations[j].ToleratesTaint(logr.Discard(), tt, false) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
 			return false
 		}
 	}

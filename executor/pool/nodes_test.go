@@ -22,19 +22,29 @@ func node(name, cpu, mem string, labels map[string]string) *corev1.Node {
 }
 
 func TestNodesOfATemplate(t *testing.T) {
+	gpu := node("c", "64", "256Gi", map[string]string{"pool": "gpu"})
+	gpu.Spec.Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}, {Key: "busy", Effect: corev1.TaintEffectPreferNoSchedule}}
+	cordoned := node("d", "8", "16Gi", map[string]string{"pool": "ci"})
+	cordoned.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unschedulable", Effect: corev1.TaintEffectNoSchedule}}
 	cs := fake.NewClientset(node("b", "2", "4Gi", map[string]string{"pool": "ci"}),
-		node("a", "8", "16Gi", map[string]string{"pool": "ci", "zone": "z1"}),
-		node("c", "64", "256Gi", map[string]string{"pool": "gpu"}))
+		node("a", "8", "16Gi", map[string]string{"pool": "ci", "zone": "z1"}), gpu, cordoned)
+	tolerateGPU := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 	k := &Cluster{Namespace: "ci", CS: cs}
 	for name, tc := range map[string]struct {
 		spec corev1.PodSpec
 		want []string
 	}{
-		"no selector: every node":    {want: []string{"a", "b", "c"}},
-		"nodeSelector":               {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "ci"}}, want: []string{"a", "b"}},
-		"nodeSelector of two":        {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "ci", "zone": "z1"}}, want: []string{"a"}},
-		"nodeName wins":              {spec: corev1.PodSpec{NodeName: "c", NodeSelector: map[string]string{"pool": "ci"}}, want: []string{"c"}},
-		"a selector no node matches": {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "none"}}, want: []string{}},
+		"no selector: every untainted node": {want: []string{"a", "b"}},
+		"a toleration lets a tainted node in (PreferNoSchedule does not keep it out)": {
+			spec: corev1.PodSpec{Tolerations: tolerateGPU}, want: []string{"a", "b", "c"}},
+		"a toleration of another value does not": {
+			spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "no"}}}, want: []string{"a", "b"}},
+		"tolerate everything: cordoned nodes too": {
+			spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}, want: []string{"a", "b", "c", "d"}},
+		"nodeSelector":        {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "ci"}}, want: []string{"a", "b"}},
+		"nodeSelector of two": {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "ci", "zone": "z1"}}, want: []string{"a"}},
+		"nodeName wins, taints or not (no scheduler)": {spec: corev1.PodSpec{NodeName: "c", NodeSelector: map[string]string{"pool": "ci"}}, want: []string{"c"}},
+		"a selector no node matches":                  {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "none"}}, want: []string{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := k.Nodes(context.Background(), &corev1.PodTemplateSpec{Spec: tc.spec})
