@@ -52,8 +52,9 @@ type hollowNodes struct {
 
 // startHollowNodes registers n nodes of podsPerNode pods each (64 CPUs,
 // 256 GiB) and runs their kubelet for namespace ns until the test ends;
-// then it deletes the namespace's pods at once (no kubelet is left to
-// finish a graceful deletion) and the nodes.
+// then it deletes the namespace's Deployments, ReplicaSets and pods (the
+// pods at once: no kubelet is left to finish a graceful deletion) and
+// the nodes.
 func startHollowNodes(t *testing.T, cs kubernetes.Interface, ns string, n, podsPerNode int) *hollowNodes {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -62,8 +63,16 @@ func startHollowNodes(t *testing.T, cs kubernetes.Interface, ns string, n, podsP
 	var wg sync.WaitGroup
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	t.Cleanup(func() {
+		// The ReplicaSets go first, or they would make new pods that no
+		// kubelet is left to finish (a thousand pods on a deleted node
+		// wait for the pod garbage collector, minutes at the controller
+		// manager's 20 writes a second).
+		bg := context.Background()
+		orphan := metav1.DeletePropagationOrphan
+		_ = cs.AppsV1().Deployments(ns).DeleteCollection(bg, metav1.DeleteOptions{PropagationPolicy: &orphan}, metav1.ListOptions{})
+		_ = cs.AppsV1().ReplicaSets(ns).DeleteCollection(bg, metav1.DeleteOptions{PropagationPolicy: &orphan}, metav1.ListOptions{})
 		zero := int64(0)
-		_ = cs.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		_ = cs.CoreV1().Pods(ns).DeleteCollection(bg, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
 		cancel()
 		wg.Wait()
 		f.Shutdown()
