@@ -57,7 +57,9 @@ var ErrNotReady = errors.New("pod not ready")
 // each Ready one of a page in random order (so concurrent runners spread
 // out) with its resourceVersion as the precondition, until one patch
 // succeeds (409 Conflict: another runner won that pod, try the next);
-// the next page only when none of a page could be claimed. When none is
+// the next page only when none of a page could be claimed, and a wider
+// first page after claimStale pods of a partial page went to others
+// (claimWiden). When none is
 // claimable it lists again every 100 ms until wait has passed. It returns
 // nil when no pod could be claimed within wait (wait 0: one pass). Errors
 // are the API server's, other than conflicts and pods gone meanwhile. A pod
@@ -93,10 +95,11 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 	began := time.Now()
 	deadline := began.Add(wait)
 	sel := labels.Set{poolapi.LabelPool: p.Name, poolapi.LabelState: poolapi.StateIdle, p.hashKey(): p.Hash}.String()
+	page := int64(claimPage)
 	for {
 		cont, restarts := "", 0
 		for {
-			list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: claimPage, Continue: cont})
+			list, err := k.CS.CoreV1().Pods(k.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel, Limit: page, Continue: cont})
 			if apierrors.IsResourceExpired(err) && cont != "" && restarts < 3 {
 				// The continue token outlived the API server's
 				// compaction: start over from the first page.
@@ -116,7 +119,15 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 			if fit != nil {
 				settledFirst(ready, time.Now())
 			}
+			// A page that is not the whole pool is shared with every
+			// claimer that read it: once claimStale of its pods were won
+			// by others, the rest likely were too.
+			partial := cont != "" || list.Continue != ""
+			lost := 0
 			for i := range ready {
+				if partial && lost == claimStale {
+					break
+				}
 				pod, resizing, err := k.claimFit(ctx, &ready[i], p.Container, owner, time.Since(began), fit)
 				if err == nil {
 					claimed := &poolapi.Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
@@ -129,12 +140,20 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 					return claimed, nil
 				}
 				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+					lost++
 					continue
 				}
 				if errors.Is(err, ErrResizeUnsupported) {
 					return nil, err
 				}
 				return nil, fmt.Errorf("claim pod %s: %w", ready[i].Name, err)
+			}
+			if partial && lost == claimStale {
+				// Many claimers at once: read a wider page, fresh, so
+				// they spread over more of the pool. Bounded: a page as
+				// large as the pool is not partial.
+				page, cont = page*claimWiden, ""
+				continue
 			}
 			if cont = list.Continue; cont == "" {
 				break
@@ -162,6 +181,18 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 // other pods), and the next page is read only when a page holds no
 // claimable pod (not Ready yet, retiring, resized by another claimer).
 const claimPage = 50
+
+// claimStale and claimWiden are how a claim meets many claimers at once
+// (a thousand jobs in ten seconds): they all read the same first page,
+// so all but one of them lose each of its pods. After claimStale lost
+// pods of a partial page, the claim reads a page claimWiden times wider
+// from the start, instead of patching the rest of a page that is gone;
+// the widening spreads the claimers as the whole-pool list did, and costs
+// what it cost only while they contend (bench/claims.md).
+const (
+	claimStale = 2
+	claimWiden = 4
+)
 
 // resizeSettle is how long a pod must have been Ready for a resize of it
 // to be applied at once: the kubelet applies a resize of a pod that

@@ -633,12 +633,36 @@ func TestClaimWarmPages(t *testing.T) {
 	var limits []int64
 	var conts []string
 	expired := false
-	cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
-		o := a.(k8stesting.ListActionImpl).ListOptions
+	pagedList(cs, func(o metav1.ListOptions) (int, error) {
 		limits, conts = append(limits, o.Limit), append(conts, o.Continue)
 		if o.Continue != "" && !expired {
 			expired = true
-			return true, nil, apierrors.NewResourceExpired("continue token too old")
+			return 0, apierrors.NewResourceExpired("continue token too old")
+		}
+		// The test's page is smaller than claimPage: what matters is that
+		// the claim follows the token.
+		return page, nil
+	})
+	p := Pool{Name: "alpine", HashLabel: poolapi.LabelConfig, Hash: "h"}
+	pod, err := k.ClaimWarm(context.Background(), p, poolapi.Owner{Job: "1"}, 0, nil)
+	require.NoError(t, err)
+	require.NotNil(t, pod)
+	assert.Equal(t, "b1", pod.Name)
+	assert.Equal(t, []string{"", "2", "", "2"}, conts, "first page, its token (expired), first page again, its token")
+	for _, l := range limits {
+		assert.Equal(t, int64(claimPage), l)
+	}
+}
+
+// pagedList makes the fake API server answer pod lists a page at a time
+// in name order, as the real one does with limit and continue: size says
+// how many pods a list with o returns (or its error).
+func pagedList(cs *fake.Clientset, size func(o metav1.ListOptions) (int, error)) {
+	cs.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		o := a.(k8stesting.ListActionImpl).ListOptions
+		n, err := size(o)
+		if err != nil {
+			return true, nil, err
 		}
 		obj, err := cs.Tracker().List(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, schema.GroupVersionKind{Version: "v1", Kind: "Pod"}, "ci")
 		if err != nil {
@@ -651,22 +675,49 @@ func TestClaimWarmPages(t *testing.T) {
 			from, _ = strconv.Atoi(o.Continue)
 		}
 		out := &corev1.PodList{}
-		// The test's page is smaller than claimPage: what matters is that
-		// the claim follows the token.
-		to := min(from+page, len(all.Items))
+		to := min(from+n, len(all.Items))
 		out.Items = all.Items[from:to]
 		if to < len(all.Items) {
 			out.Continue = strconv.Itoa(to)
 		}
 		return true, out, nil
 	})
+}
+
+// Many claimers at once read the same first page and lose its pods to
+// each other: after claimStale lost pods of a partial page the claim
+// reads a page claimWiden times wider from the start, not the rest of the
+// stale one; a page as large as the pool is tried to its end.
+func TestClaimWarmWidensAStalePage(t *testing.T) {
+	var pods []k8sruntime.Object
+	for i := range claimPage + 10 {
+		pods = append(pods, readyPod(fmt.Sprintf("p%02d", i), "1", true))
+	}
+	cs, k := fakeAPI(pods...)
+	var limits []int64
+	pagedList(cs, func(o metav1.ListOptions) (int, error) {
+		limits = append(limits, o.Limit)
+		return int(o.Limit), nil
+	})
+	// Other claimers win the first claimStale+3 pods this claim patches.
+	lost := 0
+	cs.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		if lost < claimStale+3 {
+			lost++
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, a.(k8stesting.PatchAction).GetName(), errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
 	p := Pool{Name: "alpine", HashLabel: poolapi.LabelConfig, Hash: "h"}
 	pod, err := k.ClaimWarm(context.Background(), p, poolapi.Owner{Job: "1"}, 0, nil)
 	require.NoError(t, err)
-	require.NotNil(t, pod)
-	assert.Equal(t, "b1", pod.Name)
-	assert.Equal(t, []string{"", "2", "", "2"}, conts, "first page, its token (expired), first page again, its token")
-	for _, l := range limits {
-		assert.Equal(t, int64(claimPage), l)
+	require.NotNil(t, pod, "one pass: the wide page, the whole pool, is tried to its end")
+	assert.Equal(t, []int64{claimPage, claimPage * claimWiden}, limits, "a page of claimPage, then a wider one")
+	patches := 0
+	for _, v := range verbs(cs) {
+		if strings.HasPrefix(v, "patch ") {
+			patches++
+		}
 	}
+	assert.Equal(t, claimStale+3+1, patches, "claimStale on the stale page, then 3 lost and one won on the wide one")
 }
