@@ -28,9 +28,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/internal/kubeclient"
 	"github.com/warmpod/warmpod/poolapi"
 )
 
@@ -47,12 +47,23 @@ import (
 //
 // In CI: 100 warm pods, bursts of 10 and 100. With
 // WARMPOD_CLAIMS_BENCH=FILE (make bench-claims): 1,000 warm pods, bursts
-// of 10, 100 and 1,000, and the table goes to FILE.
+// of 10, 100, 300 and 1,000, and the table goes to FILE.
+// WARMPOD_CLAIMS_BURSTS=10,50 sets the sizes.
 func TestClaimsAtScale(t *testing.T) {
 	out := os.Getenv("WARMPOD_CLAIMS_BENCH")
 	warm, bursts := 100, []int{10, 100}
 	if out != "" {
-		warm, bursts = 1000, []int{10, 100, 1000}
+		warm, bursts = 1000, []int{10, 100, 300, 1000}
+	}
+	if s := os.Getenv("WARMPOD_CLAIMS_BURSTS"); s != "" {
+		// Sizes of one's own (comma-separated), e.g. to look at the knee.
+		bursts = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			require.NoError(t, err, "WARMPOD_CLAIMS_BURSTS=%q", s)
+			require.LessOrEqual(t, n, warm, "WARMPOD_CLAIMS_BURSTS: a burst of more claims than warm pods")
+			bursts = append(bursts, n)
+		}
 	}
 	ns := newNamespace(t, "claims", false)
 	ctx := context.Background()
@@ -80,8 +91,8 @@ func TestClaimsAtScale(t *testing.T) {
 	kc := saKubeconfig(t, ns, "warmpod-gitlab")
 	raw, err := json.Marshal(kc)
 	require.NoError(t, err)
-	sa, err := clientcmd.RESTConfigFromKubeConfig(raw)
-	require.NoError(t, err)
+	sa := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(sa, raw, 0o600))
 
 	var rows []claimsRow
 	if out != "" {
@@ -181,8 +192,9 @@ type claimResult struct {
 }
 
 // claimBurst runs n claims, claim i arriving at i×window/n, each on its
-// own client and TLS connection from sa, and returns their results.
-func claimBurst(ctx context.Context, sa *rest.Config, ns string, n int, window time.Duration) []claimResult {
+// own client and TLS connection from kubeconfig sa, and returns their
+// results.
+func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration) []claimResult {
 	res := make([]claimResult, n)
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -198,18 +210,22 @@ func claimBurst(ctx context.Context, sa *rest.Config, ns string, n int, window t
 	return res
 }
 
-// claimOnce is one driver's claim: a client as internal/kubeclient makes
-// it (one process: its own transport, hence its own TLS connection; the
+// claimOnce is one driver's claim: its client as the driver makes it
+// (internal/kubeclient from the kubeconfig file sa), on a transport of
+// its own, hence its own TLS connection, as each driver process has (the
 // Dial function keeps client-go from sharing its cached transport
 // between the claims), the pools read from the cluster, the pool of the
 // job's image chosen, and a warm claim.
-func claimOnce(ctx context.Context, sa *rest.Config, ns, job string) (r claimResult) {
+func claimOnce(ctx context.Context, sa, ns, job string) (r claimResult) {
 	r.job = job
 	began := time.Now()
 	defer func() { r.total = time.Since(began) }()
-	c := rest.CopyConfig(sa)
-	c.UserAgent = "warmpod-gitlab/claims-bench"
-	c.QPS, c.Burst = 50, 100
+	kc, err := kubeclient.New(sa, ns, "warmpod-gitlab/claims-bench")
+	if err != nil {
+		r.err = err
+		return r
+	}
+	c := rest.CopyConfig(kc.Config)
 	c.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	var m claimMeter
 	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &meterRT{m: &m, next: rt} }
