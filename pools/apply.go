@@ -114,7 +114,7 @@ func demandAt(claims []time.Time, demand int) time.Time {
 func (c *Controller) setGauges(x decided, now time.Time) {
 	ns, name := x.d.Namespace, x.d.Name
 	c.m.idle.WithLabelValues(ns, name).Set(float64(len(x.pods.idle)))
-	c.m.starting.WithLabelValues(ns, name).Set(float64(len(x.pods.starting)))
+	c.m.starting.WithLabelValues(ns, name).Set(float64(len(x.pods.starting) + len(x.pods.pending)))
 	c.m.busy.WithLabelValues(ns, name).Set(float64(x.pods.busy))
 	c.m.replicas.WithLabelValues(ns, name).Set(float64(replicasOf(x.d)))
 	c.m.desired.WithLabelValues(ns, name).Set(float64(x.dec.Idle))

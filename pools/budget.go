@@ -85,7 +85,7 @@ type grown struct {
 // for another pool. Once the cache shows any newer version of the
 // Deployment, that version includes the write (it was made on base).
 func (c *Controller) held(x decided) int {
-	n := max(replicasOf(x.d), len(x.pods.idle)+len(x.pods.starting)+len(x.pods.retiring))
+	n := max(replicasOf(x.d), len(x.pods.idle)+len(x.pods.starting)+len(x.pods.pending)+len(x.pods.retiring))
 	if g, ok := c.grown[x.key]; ok {
 		if g.base != x.d.ResourceVersion {
 			delete(c.grown, x.key)

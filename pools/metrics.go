@@ -28,7 +28,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	m := &Metrics{
 		idle:            g("idle_pods", "Ready unclaimed pods of the pool."),
-		starting:        g("starting_pods", "Pods of the pool that are not Ready yet."),
+		starting:        g("starting_pods", "Pods of the pool that are not Ready yet, Pending ones (on no node yet) included."),
 		busy:            g("busy_pods", "Claimed pods of the pool (warm and cold) still running a job."),
 		replicas:        g("replicas", "The pool Deployment's replicas: its idle count."),
 		desired:         g("desired_idle_pods", "The idle count the pool's policy asks for, before the namespace's budget."),

@@ -52,9 +52,10 @@ func readStatus(d *appsv1.Deployment) Status {
 // poolPods are a pool's pods in the informer's cache, sorted by what they
 // are to the controller.
 type poolPods struct {
-	// idle are Ready unclaimed pods of the pool, starting those not Ready
-	// yet; neither terminating nor retiring.
-	idle, starting []*corev1.Pod
+	// idle are Ready unclaimed pods of the pool, starting those on a node
+	// and not Ready yet, pending those on no node yet; neither terminating
+	// nor retiring.
+	idle, starting, pending []*corev1.Pod
 	// retiring are pods marked AnnotationRetiring and not yet terminating.
 	retiring []*corev1.Pod
 	// busy are claimed pods (warm and cold) not yet terminating or ended.
@@ -62,8 +63,8 @@ type poolPods struct {
 }
 
 // sortPods sorts the pods labelled for pool name by their state
-// ([pool.StateOf]). A pending pod (on no node yet) is counted as starting:
-// sizing waits for it as for one whose image is pulling.
+// ([pool.StateOf]). A pending pod (on no node yet) is neither idle nor
+// busy: sizing counts it toward the pool, as a starting one, and says so.
 func sortPods(pods []*corev1.Pod) poolPods {
 	var pp poolPods
 	for _, p := range pods {
@@ -74,8 +75,10 @@ func sortPods(pods []*corev1.Pod) poolPods {
 			pp.retiring = append(pp.retiring, p)
 		case poolapi.PodIdle:
 			pp.idle = append(pp.idle, p)
-		case poolapi.PodStarting, poolapi.PodPending:
+		case poolapi.PodStarting:
 			pp.starting = append(pp.starting, p)
+		case poolapi.PodPending:
+			pp.pending = append(pp.pending, p)
 		case poolapi.PodGone:
 		}
 	}
@@ -87,13 +90,13 @@ func sortPods(pods []*corev1.Pod) poolPods {
 func (pp poolPods) observation(t *Tracker, key string, known, now time.Time) sizing.Observation {
 	claims, colds, last, start, ups := t.Demand(key, now)
 	return sizing.Observation{
-		Idle: len(pp.idle), Starting: len(pp.starting), Busy: pp.busy,
+		Idle: len(pp.idle), Starting: len(pp.starting), Pending: len(pp.pending), Busy: pp.busy,
 		Claims: claims, ColdStarts: colds, LastClaim: last, PodStart: start, ScaledUpLastMinute: ups,
 		Forecast: t.Learn(key, known, now),
 	}
 }
 
-// retireOrder returns the idle and starting pods in the order a ReplicaSet
+// retireOrder returns the idle, starting and pending pods in the order a ReplicaSet
 // removes pods when it scales down (ActivePodsWithRanks in Kubernetes'
 // pkg/controller): not yet scheduled first, then Pending before Running, not
 // Ready before Ready. Marking the first n of them retiring (with
@@ -108,7 +111,7 @@ func (pp poolPods) observation(t *Tracker, key string, known, now time.Time) siz
 // youngest scattered the survivors over every node (issue 42). The count is
 // of warmpod's pods only; the controller does not watch other pods.
 func retireOrder(pp poolPods, perNode map[string]int) []*corev1.Pod {
-	pods := append(slices.Clone(pp.starting), pp.idle...)
+	pods := append(append(slices.Clone(pp.pending), pp.starting...), pp.idle...)
 	rank := func(p *corev1.Pod) int {
 		r := 0
 		if p.Spec.NodeName != "" {

@@ -146,6 +146,10 @@ func TestRetireEmptiestNodeFirst(t *testing.T) {
 			on(idlePod("alpine", "a1", false, now.Add(-time.Second)), "a"), on(idlePod("alpine", "a2", true, now.Add(-time.Hour)), "a"), on(idlePod("alpine", "a3", true, now.Add(-time.Hour)), "a"),
 			on(idlePod("alpine", "b1", true, old), "b"),
 		}, 2, []string{"a1", "b1"}},
+		{"a Pending pod (on no node yet) goes before any on a node", []*corev1.Pod{
+			on(idlePod("alpine", "a1", false, now.Add(-time.Second)), "a"), on(idlePod("alpine", "a2", true, now.Add(-time.Hour)), "a"),
+			idlePod("alpine", "p1", false, old),
+		}, 2, []string{"p1"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

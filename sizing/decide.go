@@ -37,6 +37,12 @@ type Observation struct {
 	// Starting is the pool's pods that are not Ready yet (in its ReplicaSet,
 	// so they count toward its replicas).
 	Starting int
+	// Pending is the pool's pods that no node has taken yet: the scheduler
+	// finds no room, or waits for a node an autoscaler adds. They are
+	// neither idle nor busy, and count toward the pool as Starting do: a
+	// pool whose pods wait for room does not grow for want of Ready pods,
+	// as more pods would only wait beside them. The message says how many.
+	Pending int
 	// Busy is the claimed pods of the pool that are still running a job.
 	// They have left the ReplicaSet: no figure of Decide counts them, only
 	// scale_factor reads them.
@@ -175,9 +181,12 @@ func Decide(p Policy, obs Observation, now time.Time) Decision {
 			t.KeepAlive = 1
 		}
 	}
-	current := obs.Idle + obs.Starting
+	current := obs.Idle + obs.Starting + obs.Pending
 	d := Decision{Idle: t.IdleCount, Reason: ReasonPeriod, Period: idx, Terms: t}
 	var notes []string
+	if obs.Pending > 0 {
+		notes = append(notes, fmt.Sprintf("%d Pending (on no node yet)", obs.Pending))
+	}
 	if t.Scale > d.Idle {
 		d.Idle, d.Reason = t.Scale, ReasonScaleFactor
 	}
@@ -220,7 +229,7 @@ func Decide(p Policy, obs Observation, now time.Time) Decision {
 
 // sanitize reads negative counts as 0 so that no figure goes below zero.
 func sanitize(o Observation) Observation {
-	o.Idle, o.Starting, o.Busy = max(o.Idle, 0), max(o.Starting, 0), max(o.Busy, 0)
+	o.Idle, o.Starting, o.Pending, o.Busy = max(o.Idle, 0), max(o.Starting, 0), max(o.Pending, 0), max(o.Busy, 0)
 	o.ScaledUpLastMinute = max(o.ScaledUpLastMinute, 0)
 	return o
 }

@@ -200,3 +200,18 @@ func TestDecideNamesThePeriod(t *testing.T) {
 	assert.Equal(t, -1, d.Period)
 	assert.Contains(t, d.Message, "no period matches")
 }
+
+// Pending pods (on no node yet) count toward the pool as starting ones
+// do: a growth limit holds the pool where it is, and the message says
+// how many wait for a node.
+func TestDecidePendingCountsTowardThePool(t *testing.T) {
+	p := mustParse(t, "- idle_count: 6\n  max_growth_rate: 1")
+	now := at(2, 10, 0)
+	d := Decide(p, Observation{Idle: 1, Pending: 4}, now)
+	assert.Equal(t, 6, d.Idle, "the idle count asks 6: 5 are there or coming, growth 1 a minute")
+	assert.Contains(t, d.Message, "4 Pending (on no node yet)")
+	d = Decide(p, Observation{Idle: 1}, now)
+	assert.Equal(t, 2, d.Idle, "without the Pending pods, one more a minute")
+	assert.NotContains(t, d.Message, "Pending")
+	assert.Equal(t, 2, Decide(p, Observation{Idle: 1, Pending: -3}, now).Idle, "a negative count reads as 0")
+}
