@@ -20,12 +20,13 @@ type Node struct {
 
 // Nodes lists the nodes t's pods may run on: the one its nodeName names,
 // else those whose labels match its nodeSelector (every node when it has
-// none) and whose NoSchedule and NoExecute taints its tolerations
-// tolerate, as kube-scheduler's TaintToleration filter does (a cordoned
-// node has the node.kubernetes.io/unschedulable taint): a node the
-// scheduler would never place the pod on must not make a job look as if
-// it fits. Affinity is not read: a node it rules out still counts, so
-// the answer errs towards "it may fit". Sorted by name.
+// none) and that are not cordoned (spec.unschedulable, as kube-scheduler's
+// NodeUnschedulable filter reads it: a node being drained is no room for a
+// job), unless the template tolerates node.kubernetes.io/unschedulable.
+// Affinity and taints are not read: the API server adds tolerations at
+// admission that no template shows (a RuntimeClass's, an extended
+// resource's, a webhook's), so a node they rule out still counts, and the
+// answer errs towards "it may fit". Sorted by name.
 // Errors: the API server's (RBAC: get and list on nodes, which are
 // cluster-scoped: a ClusterRole, deploy/gitlab-rbac.yaml).
 func (k *Cluster) Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]Node, error) {
@@ -45,7 +46,7 @@ func (k *Cluster) Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]Node,
 	}
 	out := make([]Node, 0, len(items))
 	for _, n := range items {
-		if t.Spec.NodeName == "" && !tolerated(n.Spec.Taints, t.Spec.Tolerations) {
+		if t.Spec.NodeName == "" && n.Spec.Unschedulable && !toleratesCordon(t.Spec.Tolerations) {
 			continue
 		}
 		out = append(out, Node{Name: n.Name, Allocatable: n.Status.Allocatable})
@@ -131,27 +132,17 @@ func (n Node) Fits(req corev1.ResourceList) bool {
 	return true
 }
 
-// tolerated tells whether tolerations tolerate every NoSchedule and
-// NoExecute taint (PreferNoSchedule only steers the scheduler). A pod
-// with nodeName skips the scheduler, and its node's taints with it.
-func tolerated(taints []corev1.Taint, tolerations []corev1.Toleration) bool {
-	for i := range taints {
-		tt := &taints[i]
-		if tt.Effect == corev1.TaintEffectPreferNoSchedule {
-			continue
-		}
-		ok := false
-		for j := range tolerations {
-			// Comparison operators (Gt, Lt) are a feature gate of 1.35:
-			// off, as on the clusters warmpod is tested on.
-			if tolerations[j].ToleratesTaint(logr.Discard(), tt, false) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return false
+// toleratesCordon tells whether tolerations let a pod onto a cordoned
+// node (the scheduler's NodeUnschedulable filter: a toleration of the
+// node.kubernetes.io/unschedulable NoSchedule taint).
+func toleratesCordon(tolerations []corev1.Toleration) bool {
+	cordon := &corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}
+	for i := range tolerations {
+		// Comparison operators (Gt, Lt) never match this taint, which has
+		// no value.
+		if tolerations[i].ToleratesTaint(logr.Discard(), cordon, false) {
+			return true
 		}
 	}
-	return true
+	return false
 }

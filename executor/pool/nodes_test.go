@@ -22,29 +22,31 @@ func node(name, cpu, mem string, labels map[string]string) *corev1.Node {
 }
 
 func TestNodesOfATemplate(t *testing.T) {
+	// Taints do not rule a node out (admission adds tolerations no template
+	// shows); a cordon does.
 	gpu := node("c", "64", "256Gi", map[string]string{"pool": "gpu"})
-	gpu.Spec.Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}, {Key: "busy", Effect: corev1.TaintEffectPreferNoSchedule}}
+	gpu.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}
 	cordoned := node("d", "8", "16Gi", map[string]string{"pool": "ci"})
-	cordoned.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unschedulable", Effect: corev1.TaintEffectNoSchedule}}
+	cordoned.Spec.Unschedulable = true
+	cordoned.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}}
 	cs := fake.NewClientset(node("b", "2", "4Gi", map[string]string{"pool": "ci"}),
 		node("a", "8", "16Gi", map[string]string{"pool": "ci", "zone": "z1"}), gpu, cordoned)
-	tolerateGPU := []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 	k := &Cluster{Namespace: "ci", CS: cs}
 	for name, tc := range map[string]struct {
 		spec corev1.PodSpec
 		want []string
 	}{
-		"no selector: every untainted node": {want: []string{"a", "b"}},
-		"a toleration lets a tainted node in (PreferNoSchedule does not keep it out)": {
-			spec: corev1.PodSpec{Tolerations: tolerateGPU}, want: []string{"a", "b", "c"}},
-		"a toleration of another value does not": {
-			spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpEqual, Value: "no"}}}, want: []string{"a", "b"}},
+		"no selector: every node but the cordoned one, tainted or not": {want: []string{"a", "b", "c"}},
+		"a toleration of the cordon lets it in": {
+			spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists}}}, want: []string{"a", "b", "c", "d"}},
 		"tolerate everything: cordoned nodes too": {
 			spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}, want: []string{"a", "b", "c", "d"}},
+		"a toleration of NoExecute only does not": {
+			spec: corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}}}, want: []string{"a", "b", "c"}},
 		"nodeSelector":        {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "ci"}}, want: []string{"a", "b"}},
 		"nodeSelector of two": {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "ci", "zone": "z1"}}, want: []string{"a"}},
-		"nodeName wins, taints or not (no scheduler)": {spec: corev1.PodSpec{NodeName: "c", NodeSelector: map[string]string{"pool": "ci"}}, want: []string{"c"}},
-		"a selector no node matches":                  {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "none"}}, want: []string{}},
+		"nodeName wins, cordoned or not (no scheduler)": {spec: corev1.PodSpec{NodeName: "d", NodeSelector: map[string]string{"pool": "gpu"}}, want: []string{"d"}},
+		"a selector no node matches":                    {spec: corev1.PodSpec{NodeSelector: map[string]string{"pool": "none"}}, want: []string{}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, err := k.Nodes(context.Background(), &corev1.PodTemplateSpec{Spec: tc.spec})
