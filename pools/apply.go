@@ -128,8 +128,8 @@ func (c *Controller) setGauges(x decided, now time.Time) {
 	c.m.claimsPerMinute.WithLabelValues(ns, name).Set(float64(n))
 }
 
-// retire marks, in the ReplicaSet's own removal order, the idle and
-// starting pods beyond target retiring, each under its resourceVersion, and
+// retire marks, in the ReplicaSet's own removal order, the idle,
+// starting and pending pods beyond target retiring, each under its resourceVersion, and
 // returns the replicas to set: never fewer than the pods left unmarked, so
 // the ReplicaSet removes only marked pods. A pod claimed meanwhile has left
 // the ReplicaSet and counts as neither; pods not created yet are simply not

@@ -34,8 +34,8 @@ const MaxLead = 30 * time.Minute
 type Observation struct {
 	// Idle is the pool's Ready, unclaimed pods.
 	Idle int
-	// Starting is the pool's pods that are not Ready yet (in its ReplicaSet,
-	// so they count toward its replicas).
+	// Starting is the pool's pods on a node and not Ready yet (in its
+	// ReplicaSet, so they count toward its replicas).
 	Starting int
 	// Pending is the pool's pods that no node has taken yet: the scheduler
 	// finds no room, or waits for a node an autoscaler adds. They are

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -121,7 +122,14 @@ func TestClaimsAtScale(t *testing.T) {
 			// The check must fail on a double claim: a claimer that
 			// writes without the resourceVersion precondition over a pod
 			// another job holds.
-			forced := claimResult{job: "forced-double", pod: results[0].pod}
+			forced := claimResult{job: "forced-double"}
+			for _, r := range results {
+				if r.pod != "" {
+					forced.pod = r.pod
+					break
+				}
+			}
+			require.NotEmpty(t, forced.pod, "no claim got a pod to claim twice")
 			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, poolapi.LabelJob, forced.job)
 			_, err := cs.CoreV1().Pods(ns).Patch(ctx, forced.pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			require.NoError(t, err)
@@ -145,8 +153,10 @@ func TestClaimsAtScale(t *testing.T) {
 // claimsWindow is the span a burst's claims arrive in (the issue's 10 s),
 // one every claimsWindow/n. claimWait is each claim's warm wait: longer
 // than the drivers' default (--warm-wait 1s) so that each claim's whole
-// latency is measured; the table says how many took longer than 1 s (a
-// driver with the default would have made those jobs cold pods).
+// latency is measured; the table says how many took longer than 1 s. It
+// does not say how many a driver with the default would have lost to a
+// cold pod: a claim's first pass over the pool is not cut short by the
+// warm wait, and the client and the pools read come before it.
 const (
 	claimsWindow = 10 * time.Second
 	claimWait    = 60 * time.Second
@@ -234,7 +244,9 @@ func claimOnce(ctx context.Context, sa, ns, job string) (r claimResult) {
 		r.err = err
 		return r
 	}
-	defer hc.CloseIdleConnections()
+	// The driver's process ends after its claim, and its connection with
+	// it: close this one, through client-go's wrappers.
+	defer utilnet.CloseIdleConnectionsFor(hc.Transport)
 	cs, err := kubernetes.NewForConfigAndClient(c, hc)
 	if err != nil {
 		r.err = err
@@ -247,6 +259,10 @@ func claimOnce(ctx context.Context, sa, ns, job string) (r claimResult) {
 	r.pools = time.Since(t)
 	if err != nil {
 		r.err = err
+		return r
+	}
+	if len(set.Pools) == 0 {
+		r.err = fmt.Errorf("no pool in namespace %s", ns)
 		return r
 	}
 	p, warm := set.ForImage(set.Pools[0].Image)
@@ -279,6 +295,10 @@ type meterRT struct {
 	m    *claimMeter
 	next http.RoundTripper
 }
+
+// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the
+// transport.
+func (t *meterRT) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 func (t *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.m.requests.Add(1)
@@ -403,7 +423,7 @@ func scrapeAPIServer(t *testing.T, cs kubernetes.Interface) apiServerSample {
 
 // claimsRow is one burst's line of bench/claims.md.
 type claimsRow struct {
-	n, warm, claimed, problems, overDefaultWait  int
+	n, warm, claimed, problems, overOneSecond    int
 	p50, p99, max, poolsP50, claimP50, claimP99  time.Duration
 	reqsPerClaim, listsPerClaim, patchesPerClaim float64
 	conflicts, throttled                         int
@@ -419,7 +439,7 @@ func summarize(n, warm int, rs []claimResult, server apiServerSample) claimsRow 
 			row.claimed++
 		}
 		if r.total > time.Second {
-			row.overDefaultWait++
+			row.overOneSecond++
 		}
 		total, pools, claim = append(total, r.total), append(pools, r.pools), append(claim, r.claim)
 		row.reqsPerClaim += float64(r.requests)
@@ -459,9 +479,9 @@ func ms(d time.Duration) string {
 }
 
 func (r claimsRow) line() string {
-	return fmt.Sprintf("%d/%d claimed, latency p50 %s ms p99 %s ms max %s ms (pools read p50 %s ms, claim p50 %s ms p99 %s ms), %.1f requests per claim (%.1f lists, %.2f patches), %d conflicts, %d throttled, %d over 1 s; API server: pod LIST %s ms mean, PATCH %s ms mean, APF wait %s ms mean; exactly-once problems %d",
+	return fmt.Sprintf("%d/%d claimed, latency p50 %s ms p99 %s ms max %s ms (pools read p50 %s ms, claim p50 %s ms p99 %s ms), %.1f requests per claim (%.1f lists, %.2f patches), %d conflicts, %d throttled, %d took > 1 s; API server: pod LIST %s ms mean, PATCH %s ms mean, APF wait %s ms mean; exactly-once problems %d",
 		r.claimed, r.n, ms(r.p50), ms(r.p99), ms(r.max), ms(r.poolsP50), ms(r.claimP50), ms(r.claimP99), r.reqsPerClaim, r.listsPerClaim, r.patchesPerClaim,
-		r.conflicts, r.throttled, r.overDefaultWait, ms(r.listMean), ms(r.patchMean), ms(r.waitMean), r.problems)
+		r.conflicts, r.throttled, r.overOneSecond, ms(r.listMean), ms(r.patchMean), ms(r.waitMean), r.problems)
 }
 
 // writeClaimsBench appends the run's table to file.
@@ -471,7 +491,7 @@ func writeClaimsBench(t *testing.T, file string, warm, nodes int, rows []claimsR
 	fmt.Fprintf(&b, "\n## Run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "%s\n\n", machineLine(t))
 	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read, then `ClaimWarm`.\n\n", warm, nodes, claimsWindow)
-	b.WriteString("| claims in 10 s | claimed | p50 ms | p99 ms | max ms | pools read p50 ms | claim p50 / p99 ms | requests per claim (lists, patches) | conflicts | over 1 s | API server: pod LIST / PATCH mean ms | APF wait mean ms | exactly once |\n")
+	b.WriteString("| claims in 10 s | claimed | p50 ms | p99 ms | max ms | pools read p50 ms | claim p50 / p99 ms | requests per claim (lists, patches) | conflicts | took > 1 s | API server: pod LIST / PATCH mean ms | APF wait mean ms | exactly once |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		once := "yes"
@@ -480,7 +500,7 @@ func writeClaimsBench(t *testing.T, file string, warm, nodes int, rows []claimsR
 		}
 		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s / %s | %.1f (%.1f, %.2f) | %d | %d | %s / %s | %s | %s |\n",
 			r.n, r.claimed, ms(r.p50), ms(r.p99), ms(r.max), ms(r.poolsP50), ms(r.claimP50), ms(r.claimP99),
-			r.reqsPerClaim, r.listsPerClaim, r.patchesPerClaim, r.conflicts, r.overDefaultWait, ms(r.listMean), ms(r.patchMean), ms(r.waitMean), once)
+			r.reqsPerClaim, r.listsPerClaim, r.patchesPerClaim, r.conflicts, r.overOneSecond, ms(r.listMean), ms(r.patchMean), ms(r.waitMean), once)
 	}
 	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	require.NoError(t, err)

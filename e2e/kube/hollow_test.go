@@ -143,7 +143,7 @@ func startHollowNodes(t *testing.T, cs kubernetes.Interface, ns string, n, podsP
 				case <-ctx.Done():
 					return
 				case p := <-work:
-					h.sync(ctx, p)
+					h.sync(ctx, p, 0)
 				}
 			}
 		}()
@@ -163,7 +163,7 @@ func (h *hollowNodes) owns(node string) bool {
 // sync does what a kubelet does for pod p: a pod being deleted is
 // removed (its containers would be gone at once), a new one is reported
 // Running and Ready. A conflict means the informer brings a newer p.
-func (h *hollowNodes) sync(ctx context.Context, p *corev1.Pod) {
+func (h *hollowNodes) sync(ctx context.Context, p *corev1.Pod, tries int) {
 	if p.DeletionTimestamp != nil {
 		zero := int64(0)
 		uid := p.UID
@@ -206,10 +206,12 @@ func (h *hollowNodes) sync(ctx context.Context, p *corev1.Pod) {
 		h.mu.Lock()
 		h.running[p.UID] = true
 		h.mu.Unlock()
-	} else if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-		// Not a newer version on its way: read it again.
+	} else if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && ctx.Err() == nil && tries < 5 {
+		// Not a newer version on its way (a timeout, a 429): read it
+		// again, a few times, a little later.
+		time.Sleep(time.Duration(tries+1) * 200 * time.Millisecond)
 		if cur, gerr := h.cs.CoreV1().Pods(h.ns).Get(ctx, p.Name, metav1.GetOptions{}); gerr == nil && cur.UID == p.UID {
-			h.sync(ctx, cur)
+			h.sync(ctx, cur, tries+1)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -41,6 +42,20 @@ func TestRetireEmptiestNodeOnHollowNodes(t *testing.T) {
 		patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
 		_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		require.NoError(t, err)
+		// The node controller's taint follows the cordon: once it is
+		// there, the change has reached the controllers' informers, the
+		// scheduler's among them.
+		waitFor(t, 30*time.Second, fmt.Sprintf("node %s cordoned %t", node, on), func() (bool, string) {
+			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			tainted := false
+			for _, tt := range n.Spec.Taints {
+				tainted = tainted || tt.Key == corev1.TaintNodeUnschedulable
+			}
+			return tainted == on, fmt.Sprint(n.Spec.Taints)
+		})
 	}
 	scale := func(n int32) {
 		t.Helper()

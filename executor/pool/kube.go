@@ -59,10 +59,14 @@ var ErrNotReady = errors.New("pod not ready")
 // succeeds (409 Conflict: another runner won that pod, try the next);
 // the next page only when none of a page could be claimed, and a wider
 // first page after claimStale pods of a partial page went to others
-// (claimWiden). When none is
-// claimable it lists again every 100 ms until wait has passed. It returns
-// nil when no pod could be claimed within wait (wait 0: one pass). Errors
-// are the API server's, other than conflicts and pods gone meanwhile. A pod
+// (claimWiden; the page stays that wide for the claim's later passes).
+// When none is claimable it lists again every 100 ms until wait has
+// passed. It returns nil when no pod could be claimed within wait (wait
+// 0: one pass). wait bounds the passes, not one pass: a pass that began
+// within wait is finished, however slow the API server is, so a claim may
+// take longer than wait (bench/claims.md). Errors are the API server's,
+// other than conflicts, pods gone meanwhile and a continue token expired
+// up to three times in a pass (the fourth is returned). A pod
 // the pool controller marked poolapi.AnnotationRetiring is never claimed; the claim
 // records poolapi.AnnotationClaimedAt and poolapi.AnnotationClaimWait for it.
 //
@@ -77,7 +81,7 @@ var ErrNotReady = errors.New("pod not ready")
 // QoS class would change, no pods/resize) is an error wrapping
 // [ErrResizeUnsupported] (so is one RBAC, a ResourceQuota or an admission
 // webhook forbids), and nothing was claimed. A claim with fit
-// tries the pods that have been Ready for a few seconds first
+// tries the pods of a page that have been Ready for a few seconds first
 // (resizeSettle).
 //
 // A pod a claimer has resized (its managedFields hold an entry of
@@ -175,11 +179,11 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 // whole pool costs the API server and the driver in proportion to the
 // pool's size, once per claim, and at a thousand idle pods and a hundred
 // claims a second that cost is the claim's latency (bench/claims.md). A
-// page of 50 leaves concurrent claimers enough pods to spread over at
-// random (a conflict costs one more patch, not one more list; a claimed
-// pod leaves the selection, so the next claimer's first page holds
-// other pods), and the next page is read only when a page holds no
-// claimable pod (not Ready yet, retiring, resized by another claimer).
+// page of 50 leaves a few concurrent claimers enough pods to spread over
+// at random (a claimed pod leaves the selection, so the next claimer's
+// first page holds other pods; many at once are claimStale's), and the
+// next page is read only when a page holds no claimable pod (not Ready
+// yet, retiring, resized by another claimer).
 const claimPage = 50
 
 // claimStale and claimWiden are how a claim meets many claimers at once
@@ -188,7 +192,7 @@ const claimPage = 50
 // pods of a partial page, the claim reads a page claimWiden times wider
 // from the start, instead of patching the rest of a page that is gone;
 // the widening spreads the claimers as the whole-pool list did, and costs
-// what it cost only while they contend (bench/claims.md).
+// what it cost only to the claims that met contention (bench/claims.md).
 const (
 	claimStale = 2
 	claimWiden = 4
