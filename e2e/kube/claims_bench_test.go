@@ -451,8 +451,8 @@ func summarize(n, warm int, rs []claimResult, server apiServerSample) claimsRow 
 	row.reqsPerClaim /= float64(n)
 	row.listsPerClaim /= float64(n)
 	row.patchesPerClaim /= float64(n)
-	row.p50, row.p99, row.max = quantile(total, 0.5), quantile(total, 0.99), quantile(total, 1)
-	row.poolsP50, row.claimP50, row.claimP99 = quantile(pools, 0.5), quantile(claim, 0.5), quantile(claim, 0.99)
+	row.p50, row.p99, row.max = pbPercentile(total, 0.5), pbPercentile(total, 0.99), pbPercentile(total, 1)
+	row.poolsP50, row.claimP50, row.claimP99 = pbPercentile(pools, 0.5), pbPercentile(claim, 0.5), pbPercentile(claim, 0.99)
 	mean := func(sum, count float64) time.Duration {
 		if count == 0 {
 			return 0
@@ -461,17 +461,6 @@ func summarize(n, warm int, rs []claimResult, server apiServerSample) claimsRow 
 	}
 	row.listMean, row.patchMean, row.waitMean = mean(server.listSum, server.listCount), mean(server.patchSum, server.patchCount), mean(server.waitSum, server.waitCount)
 	return row
-}
-
-// quantile is the q-quantile of ds (nearest rank; q 1: the largest).
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[max(0, min(i, len(s)-1))]
 }
 
 func ms(d time.Duration) string {
