@@ -3,6 +3,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/warmpod/warmpod/executor"
 	"github.com/warmpod/warmpod/executor/github"
 	"github.com/warmpod/warmpod/executor/mux"
@@ -16,9 +19,21 @@ import (
 
 // kubePods is the hook's Pods: prepare_job and run_container_step on
 // the cluster, with the pool manifest of --pools when set.
-func kubePods(kubeconfig, namespace, poolsFile string) (github.Pods, error) {
+func kubePods(kubeconfig, namespace, poolsFile, offers string) (github.Pods, error) {
 	pods := &github.KubePods{Connect: func() (executor.Cluster, error) {
-		return pool.Connect(kubeconfig, namespace, "warmpod-github/"+version)
+		k, err := pool.Connect(kubeconfig, namespace, "warmpod-github/"+version)
+		if err != nil || offers == "" {
+			return k, err
+		}
+		oc, err := pool.NewOfferClient(offers)
+		if err != nil {
+			return nil, err
+		}
+		k.Offers = oc
+		k.OfferFailed = func(err error) {
+			fmt.Fprintf(os.Stderr, "warmpod-github: %v: claiming by listing the pool\n", err)
+		}
+		return k, nil
 	}}
 	if poolsFile != "" {
 		set, err := pool.Load(poolsFile)

@@ -23,6 +23,7 @@ import (
 	"github.com/warmpod/warmpod/executor/github"
 	"github.com/warmpod/warmpod/executor/mux"
 	"github.com/warmpod/warmpod/internal/flagenv"
+	"github.com/warmpod/warmpod/poolapi"
 )
 
 // version is stamped at build time with -ldflags "-X main.version=...".
@@ -41,6 +42,7 @@ func run(args []string) int {
 	pools := fs.String("pools", "", "pool manifest: a YAML file with the pools' Deployments, each warmpod reading the warmpod.dev/config label (docs/guides/github-actions.md); default: read the pool Deployments from the namespace")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	namespace := fs.String("namespace", "", "namespace of the pools (default: the kubeconfig context's, or the service account's)")
+	offers := fs.String("offers", "", "the pool controller's URL (http://warmpod-pools.NAMESPACE:9090): a claim takes the idle pod it offers, one write, instead of listing the pool; when it is down the claim lists (empty: always list)")
 	warmWait := fs.Duration("warm-wait", time.Second, "how long prepare_job waits for a Ready idle pod before creating a cold one")
 	readyTimeout := fs.Duration("ready-timeout", 5*time.Minute, "how long prepare_job waits for a cold pod to be Ready")
 	resizeTimeout := fs.Duration("resize-timeout", 10*time.Second, "how long prepare_job waits for the in-place resize of a warm pod to the job's resources before it takes a cold pod instead")
@@ -63,6 +65,11 @@ func run(args []string) int {
 	}
 	if err == nil {
 		err = validate(*warmWait, *readyTimeout, *resizeTimeout, *leaseTTL, *cancelGrace, *timeout, *retries, *chunk, *streams)
+	}
+	if err == nil && *offers != "" {
+		if _, err = poolapi.ParseOfferURL(*offers); err != nil {
+			err = fmt.Errorf("--offers: %w", err)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
@@ -93,7 +100,7 @@ func run(args []string) int {
 	cfg := github.Config{WarmWait: *warmWait, ReadyTimeout: *readyTimeout, ResizeTimeout: *resizeTimeout, LeaseTTL: *leaseTTL, MaxStreamRetries: *retries,
 		CancelGrace: *cancelGrace, ChunkSize: *chunk, Streams: *streams, Timeout: *timeout}
 	cfg.Timings = *timings
-	pods, err := kubePods(*kubeconfig, *namespace, *pools)
+	pods, err := kubePods(*kubeconfig, *namespace, *pools, *offers)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "::error::warmpod-github:", err)
 		return 1

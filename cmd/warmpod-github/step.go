@@ -37,7 +37,7 @@ func full() string {
 
 // kubePods: this build claims no pods (handOver sends those commands to
 // the full build before the hook runs).
-func kubePods(string, string, string) (github.Pods, error) { return nil, nil }
+func kubePods(string, string, string, string) (github.Pods, error) { return nil, nil }
 
 // connector reaches the job's pod through a child of the full build per
 // call (package podexec): only when the job's multiplexer cannot carry

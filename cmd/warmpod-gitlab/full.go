@@ -32,6 +32,13 @@ func kubePods(o options, connect bool) (gitlab.Pods, string, error) {
 	if err := b.Validate(); err != nil {
 		return nil, "", flagError{err}
 	}
+	var offers *pool.OfferClient
+	if o.offers != "" {
+		var err error
+		if offers, err = pool.NewOfferClient(o.offers); err != nil {
+			return nil, "", flagError{fmt.Errorf("--offers: %w", err)}
+		}
+	}
 	k := &gitlab.KubePods{Bounds: b}
 	if o.pools != "" {
 		set, err := pool.Load(o.pools)
@@ -46,6 +53,12 @@ func kubePods(o options, connect bool) (gitlab.Pods, string, error) {
 	kube, err := pool.Connect(o.kubeconfig, o.namespace, "warmpod-gitlab/"+version)
 	if err != nil {
 		return nil, "", &gitlab.SystemError{Err: err}
+	}
+	if offers != nil {
+		kube.Offers = offers
+		kube.OfferFailed = func(err error) {
+			fmt.Fprintf(os.Stderr, "warmpod-gitlab: %v: claiming by listing the pool\n", err)
+		}
 	}
 	k.Cluster = kube
 	return k, kube.Namespace, nil

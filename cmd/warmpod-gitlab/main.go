@@ -75,6 +75,7 @@ type options struct {
 	cfg        gitlab.Config
 	bounds     bounds
 	pools      string // --pools, the manifest file; "" = read the pools from the cluster
+	offers     string // --offers, the pool controller's URL; "" = claims list the pool
 	kubeconfig string
 	namespace  string
 	useMux     bool
@@ -99,6 +100,7 @@ func parseFlags(args []string) (o options, code int, done bool) {
 	fs := flag.NewFlagSet("warmpod-gitlab", flag.ContinueOnError)
 	fs.StringVar(&o.pools, "pools", "", "pool manifest: a YAML file with the pools' Deployments (deploy/pool.yaml); default: read the pool Deployments from the namespace")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	fs.StringVar(&o.offers, "offers", "", "the pool controller's URL (http://warmpod-pools.NAMESPACE:9090): a claim takes the idle pod it offers, one write, instead of listing the pool; when it is down the claim lists (empty: always list)")
 	fs.StringVar(&o.namespace, "namespace", "", "namespace of the pools (default: the kubeconfig context's, or the service account's)")
 	c := &o.cfg
 	c.Version = version

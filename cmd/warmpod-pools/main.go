@@ -36,7 +36,9 @@ import (
 
 	"github.com/warmpod/warmpod/internal/flagenv"
 	"github.com/warmpod/warmpod/internal/kubeclient"
+	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/pools"
+	"github.com/warmpod/warmpod/pools/offer"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -210,9 +212,20 @@ func serve(ctx context.Context, o options, budget sizing.Budget, log *slog.Logge
 		return err
 	}
 	if o.metricsAddr != "" {
-		if err := serveMetrics(ctx, o.metricsAddr, reg, log); err != nil {
+		// Every replica offers idle pods to the drivers' claims, leader
+		// or not (package offer): a claim should not wait for a takeover.
+		offers, err := offer.New(cs, cl.Namespace, log, clock.RealClock{}, reg)
+		if err != nil {
 			return err
 		}
+		if err := serveMetrics(ctx, o.metricsAddr, reg, offers, log); err != nil {
+			return err
+		}
+		go func() {
+			if err := offers.Start(ctx); err != nil && ctx.Err() == nil {
+				log.Error("offers", "err", err)
+			}
+		}()
 	}
 	bc := record.NewBroadcaster(record.WithContext(ctx))
 	bc.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events(cl.Namespace)})
@@ -297,8 +310,9 @@ func elect(ctx context.Context, o options, cs kubernetes.Interface, ns string, r
 	return runErr
 }
 
-// serveMetrics serves /metrics and /healthz on addr until ctx ends.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+// serveMetrics serves /metrics, /healthz and the drivers' offers
+// (poolapi.OfferPath) on addr until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, offers http.Handler, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
@@ -306,6 +320,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.Handle(poolapi.OfferPath, offers)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -29,10 +31,12 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/internal/kubeclient"
 	"github.com/warmpod/warmpod/poolapi"
+	"github.com/warmpod/warmpod/pools/offer"
 )
 
 // Claims at scale (issue 42): bursts of claims, each arriving within
@@ -46,10 +50,17 @@ import (
 // exactly-once check on the API server's final pod list, and the check
 // is shown to catch a forced double claim.
 //
+// Each size is run three ways (claimModes): the claim listing the pool,
+// the claim taking the pool controller's offers (package pools/offer,
+// served from this process as each controller replica serves it), and
+// the same with that server stopped: the claims must still all succeed,
+// by listing, as a driver's do when the controller is down.
+//
 // In CI: 100 warm pods, bursts of 10 and 100. With
 // WARMPOD_CLAIMS_BENCH=FILE (make bench-claims): 1,000 warm pods, bursts
 // of 10, 100, 300 and 1,000, and the table goes to FILE.
-// WARMPOD_CLAIMS_BURSTS=10,50 sets the sizes.
+// WARMPOD_CLAIMS_BURSTS=10,50 sets the sizes, WARMPOD_CLAIMS_MODES=offers
+// the ways.
 func TestClaimsAtScale(t *testing.T) {
 	out := os.Getenv("WARMPOD_CLAIMS_BENCH")
 	warm, bursts := 100, []int{10, 100}
@@ -65,6 +76,16 @@ func TestClaimsAtScale(t *testing.T) {
 			require.LessOrEqual(t, n, warm, "WARMPOD_CLAIMS_BURSTS: a burst of more claims than warm pods")
 			bursts = append(bursts, n)
 		}
+	}
+	modes := claimModes
+	if s := os.Getenv("WARMPOD_CLAIMS_MODES"); s != "" {
+		modes = nil
+		for _, m := range claimModes {
+			if slices.Contains(strings.Split(s, ","), m) {
+				modes = append(modes, m)
+			}
+		}
+		require.NotEmpty(t, modes, "WARMPOD_CLAIMS_MODES=%q: want some of %v", s, claimModes)
 	}
 	ns := newNamespace(t, "claims", false)
 	ctx := context.Background()
@@ -95,30 +116,61 @@ func TestClaimsAtScale(t *testing.T) {
 	sa := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(sa, raw, 0o600))
 
+	offers, stopOffers := startOfferServer(t, cs, ns)
 	var rows []claimsRow
 	if out != "" {
 		// Written even when a burst fails: a failing size is a figure too.
 		defer func() { writeClaimsBench(t, out, warm, nodes, rows) }()
 	}
-	for i, n := range bursts {
-		t.Logf("burst of %d", n)
+	type run struct {
+		mode string
+		n    int
+	}
+	var runs []run
+	for _, m := range modes {
+		for _, n := range bursts {
+			runs = append(runs, run{m, n})
+		}
+	}
+	for i, r := range runs {
+		n, url := r.n, ""
+		switch r.mode {
+		case modeOffers:
+			url = offers
+		case modeDown:
+			// The controller gone: its port refuses.
+			stopOffers()
+			url = offers
+		}
+		t.Logf("burst of %d, %s", n, r.mode)
 		before := scrapeAPIServer(t, cs)
-		results := claimBurst(ctx, sa, ns, n, claimsWindow)
+		results := claimBurst(ctx, sa, ns, n, claimsWindow, url)
 		after := scrapeAPIServer(t, cs)
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
 		problems := claimProblems(results, pods.Items)
 		assert.Empty(t, problems, "burst of %d: exactly once", n)
 		row := summarize(n, warm, results, after.minus(before))
+		row.mode = r.mode
 		row.problems = len(problems)
 		rows = append(rows, row)
-		t.Logf("burst of %d: %s", n, row.line())
+		t.Logf("burst of %d, %s: %s", n, r.mode, row.line())
 		for _, r := range results {
 			if !assert.NoError(t, r.err, "claim %s", r.job) || !assert.NotEmpty(t, r.pod, "claim %s got no pod within %s with %d warm pods", r.job, claimWait, warm) {
 				break
 			}
 		}
-		if i == len(bursts)-1 {
+		switch r.mode {
+		case modeOffers:
+			// Most claims are the offer's write alone; some may list
+			// (an offer lost, or not answered within pool.OfferTimeout
+			// on a machine this busy).
+			assert.GreaterOrEqual(t, row.byOffer, n/2, "burst of %d: claims taken by offer", n)
+		case modeDown:
+			assert.Equal(t, n, row.offerFailures, "burst of %d: each claim finds the controller down once", n)
+			assert.Zero(t, row.byOffer, "burst of %d: claims taken by offer with the controller down", n)
+		}
+		if i == len(runs)-1 {
 			// The check must fail on a double claim: a claimer that
 			// writes without the resourceVersion precondition over a pod
 			// another job holds.
@@ -144,10 +196,47 @@ func TestClaimsAtScale(t *testing.T) {
 		zero := int64(0)
 		require.NoError(t, cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
 			metav1.ListOptions{LabelSelector: poolapi.LabelState + "=" + poolapi.StateClaimed}))
-		if i < len(bursts)-1 {
+		if i < len(runs)-1 {
 			waitClaimable(t, k, warm)
 		}
 	}
+}
+
+// The ways a burst claims: the claim lists the pool (no --offers), takes
+// the controller's offers, or has --offers set with the controller down.
+const (
+	modeList   = "list"
+	modeOffers = "offers"
+	modeDown   = "offers, controller down"
+)
+
+var claimModes = []string{modeList, modeOffers, modeDown}
+
+// startOfferServer serves the pool controller's offers of namespace ns
+// (pools/offer, as each warmpod-pools replica serves them on its metrics
+// address) on 127.0.0.1, and returns its URL and a func that stops it:
+// the port then refuses, as a controller that is down does.
+func startOfferServer(t *testing.T, cs kubernetes.Interface, ns string) (string, func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := offer.New(cs, ns, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.RealClock{}, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Start(ctx))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(poolapi.OfferPath, s)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = srv.Close()
+			cancel()
+		})
+	}
+	t.Cleanup(stop)
+	return "http://" + ln.Addr().String(), stop
 }
 
 // claimsWindow is the span a burst's claims arrive in (the issue's 10 s),
@@ -197,14 +286,16 @@ type claimResult struct {
 	// ClaimWarm call.
 	total, pools, claim time.Duration
 	// Requests by verb, and the answers 409 (a conflict: another claim
-	// won the pod) and 429 (throttled).
+	// won the pod) and 429 (throttled); offers asked of the controller,
+	// and those that failed (then the claim listed).
 	lists, patches, gets, requests, conflicts, throttled int
+	offers, offerFailures                                int
 }
 
 // claimBurst runs n claims, claim i arriving at i×window/n, each on its
-// own client and TLS connection from kubeconfig sa, and returns their
-// results.
-func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration) []claimResult {
+// own client and TLS connection from kubeconfig sa, asking the offers of
+// the controller at offers when set, and returns their results.
+func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration, offers string) []claimResult {
 	res := make([]claimResult, n)
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -213,7 +304,7 @@ func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration)
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Until(t0.Add(time.Duration(i) * window / time.Duration(n))))
-			res[i] = claimOnce(ctx, sa, ns, fmt.Sprintf("claim-%d", i))
+			res[i] = claimOnce(ctx, sa, ns, fmt.Sprintf("claim-%d", i), offers)
 		}()
 	}
 	wg.Wait()
@@ -225,8 +316,10 @@ func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration)
 // its own, hence its own TLS connection, as each driver process has (the
 // Dial function keeps client-go from sharing its cached transport
 // between the claims), the pools read from the cluster, the pool of the
-// job's image chosen, and a warm claim.
-func claimOnce(ctx context.Context, sa, ns, job string) (r claimResult) {
+// job's image chosen, and a warm claim, taking the offers of the
+// controller at offers when set (--offers), on an HTTP connection of its
+// own.
+func claimOnce(ctx context.Context, sa, ns, job, offers string) (r claimResult) {
 	r.job = job
 	began := time.Now()
 	defer func() { r.total = time.Since(began) }()
@@ -254,6 +347,18 @@ func claimOnce(ctx context.Context, sa, ns, job string) (r claimResult) {
 	}
 	k := &pool.Cluster{CS: cs, Config: c, Namespace: ns}
 	defer m.into(&r)
+	if offers != "" {
+		oc, err := pool.NewOfferClient(offers)
+		if err != nil {
+			r.err = err
+			return r
+		}
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		oc.HTTP = &http.Client{Transport: &meterRT{m: &m, next: tr, offers: true}}
+		k.Offers = oc
+		k.OfferFailed = func(error) { m.offerFailures.Add(1) }
+	}
 	t := time.Now()
 	set, err := k.Pools(ctx)
 	r.pools = time.Since(t)
@@ -284,16 +389,21 @@ func claimOnce(ctx context.Context, sa, ns, job string) (r claimResult) {
 // claimMeter counts one claim's requests (its RoundTripper sees each).
 type claimMeter struct {
 	lists, patches, gets, requests, conflicts, throttled atomic.Int64
+	offers, offerFailures                                atomic.Int64
 }
 
 func (m *claimMeter) into(r *claimResult) {
 	r.lists, r.patches, r.gets = int(m.lists.Load()), int(m.patches.Load()), int(m.gets.Load())
 	r.requests, r.conflicts, r.throttled = int(m.requests.Load()), int(m.conflicts.Load()), int(m.throttled.Load())
+	r.offers, r.offerFailures = int(m.offers.Load()), int(m.offerFailures.Load())
 }
 
 type meterRT struct {
 	m    *claimMeter
 	next http.RoundTripper
+	// offers: this is the transport to the controller's offers, not to
+	// the API server.
+	offers bool
 }
 
 // WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the
@@ -301,6 +411,10 @@ type meterRT struct {
 func (t *meterRT) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 func (t *meterRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.offers {
+		t.m.offers.Add(1)
+		return t.next.RoundTrip(req)
+	}
 	t.m.requests.Add(1)
 	switch {
 	case req.Method == http.MethodPatch:
@@ -423,6 +537,9 @@ func scrapeAPIServer(t *testing.T, cs kubernetes.Interface) apiServerSample {
 
 // claimsRow is one burst's line of bench/claims.md.
 type claimsRow struct {
+	mode                                         string
+	offersPerClaim                               float64
+	offerFailures, byOffer                       int
 	n, warm, claimed, problems, overOneSecond    int
 	p50, p99, max, poolsP50, claimP50, claimP99  time.Duration
 	reqsPerClaim, listsPerClaim, patchesPerClaim float64
@@ -447,7 +564,13 @@ func summarize(n, warm int, rs []claimResult, server apiServerSample) claimsRow 
 		row.patchesPerClaim += float64(r.patches)
 		row.conflicts += r.conflicts
 		row.throttled += r.throttled
+		row.offersPerClaim += float64(r.offers)
+		row.offerFailures += r.offerFailures
+		if r.pod != "" && r.offers > 0 && r.lists == 0 {
+			row.byOffer++
+		}
 	}
+	row.offersPerClaim /= float64(n)
 	row.reqsPerClaim /= float64(n)
 	row.listsPerClaim /= float64(n)
 	row.patchesPerClaim /= float64(n)
@@ -468,7 +591,7 @@ func ms(d time.Duration) string {
 }
 
 func (r claimsRow) line() string {
-	return fmt.Sprintf("%d/%d claimed, latency p50 %s ms p99 %s ms max %s ms (pools read p50 %s ms, claim p50 %s ms p99 %s ms), %.1f requests per claim (%.1f lists, %.2f patches), %d conflicts, %d throttled, %d took > 1 s; API server: pod LIST %s ms mean, PATCH %s ms mean, APF wait %s ms mean; exactly-once problems %d",
+	return fmt.Sprintf("%d by offer, %.2f offers per claim (%d failed), ", r.byOffer, r.offersPerClaim, r.offerFailures) + fmt.Sprintf("%d/%d claimed, latency p50 %s ms p99 %s ms max %s ms (pools read p50 %s ms, claim p50 %s ms p99 %s ms), %.1f requests per claim (%.1f lists, %.2f patches), %d conflicts, %d throttled, %d took > 1 s; API server: pod LIST %s ms mean, PATCH %s ms mean, APF wait %s ms mean; exactly-once problems %d",
 		r.claimed, r.n, ms(r.p50), ms(r.p99), ms(r.max), ms(r.poolsP50), ms(r.claimP50), ms(r.claimP99), r.reqsPerClaim, r.listsPerClaim, r.patchesPerClaim,
 		r.conflicts, r.throttled, r.overOneSecond, ms(r.listMean), ms(r.patchMean), ms(r.waitMean), r.problems)
 }
@@ -479,17 +602,17 @@ func writeClaimsBench(t *testing.T, file string, warm, nodes int, rows []claimsR
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "%s\n\n", machineLine(t))
-	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read, then `ClaimWarm`.\n\n", warm, nodes, claimsWindow)
-	b.WriteString("| claims in 10 s | claimed | p50 ms | p99 ms | max ms | pools read p50 ms | claim p50 / p99 ms | requests per claim (lists, patches) | conflicts | took > 1 s | API server: pod LIST / PATCH mean ms | APF wait mean ms | exactly once |\n")
-	b.WriteString("|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read, then `ClaimWarm`, listing the pool or taking the offers of the pool controller (served in the test's process); \"down\": the offers' server stopped.\n\n", warm, nodes, claimsWindow)
+	b.WriteString("| claim | claims in 10 s | claimed | p50 ms | p99 ms | max ms | pools read p50 ms | claim p50 / p99 ms | requests per claim (lists, patches) | offers per claim (failed) | conflicts | took > 1 s | API server: pod LIST / PATCH mean ms | APF wait mean ms | exactly once |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
 		once := "yes"
 		if r.problems > 0 {
 			once = fmt.Sprintf("**no (%d)**", r.problems)
 		}
-		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s / %s | %.1f (%.1f, %.2f) | %d | %d | %s / %s | %s | %s |\n",
-			r.n, r.claimed, ms(r.p50), ms(r.p99), ms(r.max), ms(r.poolsP50), ms(r.claimP50), ms(r.claimP99),
-			r.reqsPerClaim, r.listsPerClaim, r.patchesPerClaim, r.conflicts, r.overOneSecond, ms(r.listMean), ms(r.patchMean), ms(r.waitMean), once)
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %s | %s | %s / %s | %.1f (%.1f, %.2f) | %.2f (%d) | %d | %d | %s / %s | %s | %s |\n",
+			r.mode, r.n, r.claimed, ms(r.p50), ms(r.p99), ms(r.max), ms(r.poolsP50), ms(r.claimP50), ms(r.claimP99),
+			r.reqsPerClaim, r.listsPerClaim, r.patchesPerClaim, r.offersPerClaim, r.offerFailures, r.conflicts, r.overOneSecond, ms(r.listMean), ms(r.patchMean), ms(r.waitMean), once)
 	}
 	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	require.NoError(t, err)

@@ -45,13 +45,22 @@ type Cluster struct {
 	Config *rest.Config
 	// Namespace holds the pools and the pods the driver creates.
 	Namespace string
+	// Offers, when set, is asked for a pod to claim before the pool is
+	// listed ([Cluster.ClaimWarm]); nil: the claim lists.
+	Offers Offers
+	// OfferFailed, when set, is told each error of Offers (the claim
+	// lists the pool then): the driver says so in the job's log.
+	OfferFailed func(error)
 }
 
 // ErrNotReady is returned by [Cluster.CreateCold] when the pod did not become
 // Ready in time or failed.
 var ErrNotReady = errors.New("pod not ready")
 
-// ClaimWarm claims one Ready idle pod of pool p for owner: it lists the
+// ClaimWarm claims one Ready idle pod of pool p for owner. With Offers
+// set it first claims the pods the pool controller offers, one write each
+// (claimOffered), and lists only when that gave no pod (no offer, the
+// controller down or slow, offers lost to other claims). Listing, it lists the
 // pool's idle pods of p's configuration (p.HashLabel = p.Hash; none while
 // p is Pending) a page of claimPage at a time, and patches the labels of
 // each Ready one of a page in random order (so concurrent runners spread
@@ -97,6 +106,12 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 		return nil, nil
 	}
 	began := time.Now()
+	if k.Offers != nil {
+		pod, err := k.claimOffered(ctx, p, owner, began, fit)
+		if !errors.Is(err, errOffers) {
+			return pod, err
+		}
+	}
 	deadline := began.Add(wait)
 	sel := labels.Set{poolapi.LabelPool: p.Name, poolapi.LabelState: poolapi.StateIdle, p.hashKey(): p.Hash}.String()
 	page := int64(claimPage)
@@ -134,14 +149,7 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 				}
 				pod, resizing, err := k.claimFit(ctx, &ready[i], p.Container, owner, time.Since(began), fit)
 				if err == nil {
-					claimed := &poolapi.Pod{Name: pod.Name, Namespace: pod.Namespace, UID: string(pod.UID), Pool: p.Name,
-						Container: p.Container, Bin: p.Bin, Hash: p.Hash, Warm: true, Sidecars: len(p.Sidecars())}
-					if resizing != nil {
-						// Not a nil *Resizing in the interface: that would
-						// be a resize to wait for.
-						claimed.Resize = resizing
-					}
-					return claimed, nil
+					return claimedPod(pod, p, resizing), nil
 				}
 				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 					lost++
@@ -206,19 +214,23 @@ const (
 // time has whole seconds, hence one more.
 const resizeSettle = 3 * time.Second
 
-// settledFirst moves the pods that have been Ready for resizeSettle at
-// now ahead of the others, keeping the order within each group.
-func settledFirst(pods []corev1.Pod, now time.Time) {
-	settled := func(p *corev1.Pod) bool {
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady {
-				return !c.LastTransitionTime.IsZero() && now.Sub(c.LastTransitionTime.Time) >= resizeSettle
-			}
+// Settled tells whether pod has been Ready for resizeSettle at now: a
+// resize of it is applied at once. A claim with a fit tries such pods
+// first.
+func Settled(pod *corev1.Pod, now time.Time) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return !c.LastTransitionTime.IsZero() && now.Sub(c.LastTransitionTime.Time) >= resizeSettle
 		}
-		return false
 	}
+	return false
+}
+
+// settledFirst moves the pods that have been Ready for resizeSettle at
+// now (Settled) ahead of the others, keeping the order within each group.
+func settledFirst(pods []corev1.Pod, now time.Time) {
 	slices.SortStableFunc(pods, func(a, b corev1.Pod) int {
-		switch sa, sb := settled(&a), settled(&b); {
+		switch sa, sb := Settled(&a, now), Settled(&b, now); {
 		case sa && !sb:
 			return -1
 		case sb && !sa:

@@ -36,7 +36,7 @@ var Layers = []struct {
 	{"the fake of it, for the executor side's tests", []string{"executor/fake"}},
 	{"PID 1", []string{"supervisor"}},
 	{"executor core", []string{"executor"}},
-	{"drivers and pool controller, and its simulation", []string{"executor/github", "executor/gitlab", "pools", "pools/poolsim"}},
+	{"drivers and pool controller, and its simulation", []string{"executor/github", "executor/gitlab", "pools", "pools/poolsim", "pools/offer"}},
 	{"commands", []string{"cmd/...", "charts", "e2e/..."}},
 }
 
