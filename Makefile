@@ -207,7 +207,7 @@ e2e-kube: image-tar image-executor-tar gitlab-runner image-gitlab-helper helm ##
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(HELPER_TAR); \
 	ctr --address $(CTR_SOCK) -n k8s.io images import $(EXEC_TAR); \
 	$(MAKE) --no-print-directory actions-hooks; \
-	HELM=$(CURDIR)/$(HELM) WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) GLR_DIR=$(GLR_DIR) HOOKS_DIR=$(HOOKS_DIR) \
+	HELM=$(CURDIR)/$(HELM) WARMPOD_BIN=$(CURDIR)/$(BIN) WARMPOD_GITLAB_BIN=$(CURDIR)/$(DRIVER) WARMPOD_GITHUB_BIN=$(CURDIR)/$(HOOK) WARMPOD_POOLS_BIN=$(CURDIR)/$(POOLS) GLR_DIR=$(GLR_DIR) HOOKS_DIR=$(HOOKS_DIR) \
 	  GLR_BIN=$(GLR_BIN) SHARED=$(SHARED) RUNNER_CHARTS=$(SHARED)/runner-charts \
 	  $(GO) test -tags kube -count=1 -v -timeout 50m ./e2e/kube/
 
@@ -260,12 +260,12 @@ bench-pools: image-tar ## pools that size themselves: a compressed working day (
 	WARMPOD_POOLS_BENCH=$(CURDIR)/bench/pools.md \
 	  $(GO) test -tags kube -count=1 -v -timeout 90m -run TestPoolsBench ./e2e/kube/
 
-bench-claims: ## claims at scale: bursts of 10, 100, 300 and 1,000 warm claims in 10 s against 1,000 warm pods on hollow nodes, each a driver's (own client and TLS connection, the driver's ServiceAccount), latency, API requests, exactly-once (real API server, ~5 min) → bench/claims.md
+bench-claims: build ## claims at scale: bursts of 10, 100, 300 and 1,000 warm claims in 10 s against 1,000 warm pods on hollow nodes, each a driver's (own client and TLS connection, the driver's ServiceAccount), listing the pool, taking the pool controller's offers, and with the controller down; latency, API requests, exactly-once (real API server, ~15 min) → bench/claims.md
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
 	fi; \
-	WARMPOD_CLAIMS_BENCH=$(CURDIR)/bench/claims.md \
+	WARMPOD_CLAIMS_BENCH=$(CURDIR)/bench/claims.md WARMPOD_POOLS_BIN=$(CURDIR)/$(POOLS) \
 	  $(GO) test -tags kube -count=1 -v -timeout 40m -run TestClaimsAtScale ./e2e/kube/
 
 # The stock GitLab Kubernetes executor beside the driver: its runner and helper image are built by

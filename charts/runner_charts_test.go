@@ -3,6 +3,7 @@ package charts
 import (
 	"archive/tar"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -216,6 +217,7 @@ func TestGitLabRunnerChartTakesTheNotes(t *testing.T) {
 				assert.Equal(t, stage, args[len(args)-1], "%s_args ends with the driver's command", stage)
 				assert.Contains(t, args, "--namespace=ci", "%s_args: the pools' namespace", stage)
 			}
+			assert.Contains(t, r.Custom.PrepareArgs, "--offers="+offersURL(t, rendered), "prepare_args: the controller's offers, by its Service")
 
 			if tc.imageVolume != "" {
 				assert.Equal(t, "registry.gitlab.com/gitlab-org/gitlab-runner:alpine-v18.9.0", dig(t, ctr, "image"), "the chart's own runner image")
@@ -262,12 +264,30 @@ func TestARCChartTakesTheNotes(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, hooks, "one ACTIONS_RUNNER_CONTAINER_HOOKS, warmpod's")
+	assert.Equal(t, offersURL(t, rendered), named(t, dig(t, runner, "env"), "WARMPOD_GITHUB_OFFERS")["value"], "the controller's offers, by its Service")
 	mount := named(t, dig(t, runner, "volumeMounts"), "hooks")
 	assert.Equal(t, "/hooks", mount["mountPath"])
 	init := named(t, dig(t, pod, "initContainers"), "warmpod-github")
 	assert.Equal(t, "ghcr.io/warmpod/warmpod-executor:dev", init["image"])
 	assert.Equal(t, []any{"/warmpod-github", "install", "/hooks"}, init["command"])
 	named(t, dig(t, pod, "volumes"), "hooks")
+}
+
+// offersURL is the URL of the offers Service of the warmpod chart's
+// rendered objects (release ci, namespace ci), from its name and port: the
+// URL the drivers' --offers must name.
+func offersURL(t *testing.T, rendered map[string][]map[string]any) string {
+	t.Helper()
+	for _, svc := range rendered["Service"] {
+		name, _ := dig(t, svc, "metadata", "name").(string)
+		if !strings.HasSuffix(name, "-pools-offers") {
+			continue
+		}
+		port := dig(t, svc, "spec", "ports", 0, "port")
+		return fmt.Sprintf("http://%s.ci:%v", name, port)
+	}
+	require.Fail(t, "the chart renders no offers Service")
+	return ""
 }
 
 // untar unpacks a chart archive whose chart sits under sub (the ARC

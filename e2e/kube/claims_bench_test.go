@@ -5,11 +5,10 @@ package kubee2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,12 +31,10 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/clock"
 
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/internal/kubeclient"
 	"github.com/warmpod/warmpod/poolapi"
-	"github.com/warmpod/warmpod/pools/offer"
 )
 
 // Claims at scale (issue 42): bursts of claims, each arriving within
@@ -52,8 +50,8 @@ import (
 //
 // Each size is run three ways (claimModes): the claim listing the pool,
 // the claim taking the pool controller's offers (package pools/offer,
-// served from this process as each controller replica serves it), and
-// the same with that server stopped: the claims must still all succeed,
+// warmpod-pools run as a process of its own), and the same with that
+// controller stopped: the claims must still all succeed,
 // by listing, as a driver's do when the controller is down.
 //
 // In CI: 100 warm pods, bursts of 10 and 100. With
@@ -116,7 +114,7 @@ func TestClaimsAtScale(t *testing.T) {
 	sa := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(sa, raw, 0o600))
 
-	offers, stopOffers := startOfferServer(t, cs, ns)
+	offers, stopOffers := startOfferServer(t, ns)
 	var rows []claimsRow
 	if out != "" {
 		// Written even when a burst fails: a failing size is a figure too.
@@ -155,6 +153,7 @@ func TestClaimsAtScale(t *testing.T) {
 		row.problems = len(problems)
 		rows = append(rows, row)
 		t.Logf("burst of %d, %s: %s", n, r.mode, row.line())
+		t.Logf("burst of %d, %s: the API server's busiest requests meanwhile: %s", n, r.mode, row.server.busiest(8))
 		for _, r := range results {
 			if !assert.NoError(t, r.err, "claim %s", r.job) || !assert.NotEmpty(t, r.pod, "claim %s got no pod within %s with %d warm pods", r.job, claimWait, warm) {
 				break
@@ -212,31 +211,56 @@ const (
 
 var claimModes = []string{modeList, modeOffers, modeDown}
 
-// startOfferServer serves the pool controller's offers of namespace ns
-// (pools/offer, as each warmpod-pools replica serves them on its metrics
-// address) on 127.0.0.1, and returns its URL and a func that stops it:
-// the port then refuses, as a controller that is down does.
-func startOfferServer(t *testing.T, cs kubernetes.Interface, ns string) (string, func()) {
+// startOfferServer runs the pool controller (warmpod-pools:
+// $WARMPOD_POOLS_BIN, else a fresh build) as a process of its own for
+// namespace ns, as a replica runs in the cluster (it serves the offers on
+// its metrics address, here 127.0.0.1), and waits until its offers'
+// cache has synced. It returns the controller's URL and a func that
+// stops it (SIGTERM, as a pod's deletion does): the port then refuses,
+// as a controller that is down does. The pool has no policy, so the
+// controller leaves its size alone.
+func startOfferServer(t *testing.T, ns string) (string, func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := offer.New(cs, ns, slog.New(slog.NewTextHandler(io.Discard, nil)), clock.RealClock{}, nil)
-	require.NoError(t, err)
-	require.NoError(t, s.Start(ctx))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle(poolapi.OfferPath, s)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	var log bytes.Buffer
+	cmd := exec.Command(poolsBinary(t), "--kubeconfig", os.Getenv("KUBECONFIG"), "--namespace", ns,
+		"--leader-elect=false", "--metrics-addr", addr)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	require.NoError(t, cmd.Start())
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			_ = srv.Close()
-			cancel()
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
 		})
 	}
 	t.Cleanup(stop)
-	return "http://" + ln.Addr().String(), stop
+	url := "http://" + addr
+	probe := url + poolapi.OfferPath + "?namespace=" + ns + "&pool=synced-yet&label=" + poolapi.LabelConfig + "&hash=x"
+	waitFor(t, time.Minute, "the controller's offers", func() (bool, string) {
+		resp, err := http.Get(probe)
+		if err != nil {
+			return false, err.Error() + "; " + log.String()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusNoContent, resp.Status
+	})
+	return url, stop
+}
+
+// poolsBinary is $WARMPOD_POOLS_BIN (make builds it), else a fresh build.
+func poolsBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("WARMPOD_POOLS_BIN"); p != "" {
+		return p
+	}
+	bin := filepath.Join(t.TempDir(), "warmpod-pools")
+	out, err := exec.Command("go", "build", "-o", bin, filepath.Join(repoRoot, "cmd/warmpod-pools")).CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+	return bin
 }
 
 // claimsWindow is the span a burst's claims arrive in (the issue's 10 s),
@@ -487,18 +511,52 @@ func claimProblems(results []claimResult, pods []corev1.Pod) []string {
 type apiServerSample struct {
 	listSum, patchSum, waitSum       float64
 	listCount, patchCount, waitCount float64
+	// requests counts the API server's requests by "VERB resource[/sub]"
+	// (apiserver_request_total): whose work a burst is, the claims' own
+	// or the follow-on writes of others.
+	requests map[string]float64
 }
 
 func (a apiServerSample) minus(b apiServerSample) apiServerSample {
-	return apiServerSample{a.listSum - b.listSum, a.patchSum - b.patchSum, a.waitSum - b.waitSum,
-		a.listCount - b.listCount, a.patchCount - b.patchCount, a.waitCount - b.waitCount}
+	d := apiServerSample{a.listSum - b.listSum, a.patchSum - b.patchSum, a.waitSum - b.waitSum,
+		a.listCount - b.listCount, a.patchCount - b.patchCount, a.waitCount - b.waitCount, map[string]float64{}}
+	for k, v := range a.requests {
+		if n := v - b.requests[k]; n > 0 {
+			d.requests[k] = n
+		}
+	}
+	return d
+}
+
+// busiest is the n kinds of request the API server served most of in s,
+// with their counts, most first ("PATCH pods 1000, POST events 990, …").
+func (a apiServerSample) busiest(n int) string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var all []kv
+	for k, v := range a.requests {
+		all = append(all, kv{k, v})
+	}
+	slices.SortFunc(all, func(x, y kv) int {
+		if x.v != y.v {
+			return cmp.Compare(y.v, x.v)
+		}
+		return strings.Compare(x.k, y.k)
+	})
+	var out []string
+	for i := 0; i < len(all) && i < n; i++ {
+		out = append(out, fmt.Sprintf("%s %.0f", all[i].k, all[i].v))
+	}
+	return strings.Join(out, ", ")
 }
 
 func scrapeAPIServer(t *testing.T, cs kubernetes.Interface) apiServerSample {
 	t.Helper()
 	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	require.NoError(t, err)
-	var s apiServerSample
+	s := apiServerSample{requests: map[string]float64{}}
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -516,6 +574,23 @@ func scrapeAPIServer(t *testing.T, cs kubernetes.Interface) apiServerSample {
 			continue
 		}
 		has := func(kv string) bool { return strings.Contains(","+labels+",", ","+kv+",") }
+		if name == "apiserver_request_total" {
+			label := func(k string) string {
+				_, rest, ok := strings.Cut(","+labels, ","+k+`="`)
+				if !ok {
+					return ""
+				}
+				v, _, _ := strings.Cut(rest, `"`)
+				return v
+			}
+			if r := label("resource"); r != "" && label("verb") != "WATCH" {
+				if sub := label("subresource"); sub != "" {
+					r += "/" + sub
+				}
+				s.requests[label("verb")+" "+r] += v
+			}
+			continue
+		}
 		pods := has(`resource="pods"`) && has(`subresource=""`)
 		switch {
 		case name == "apiserver_request_duration_seconds_sum" && pods && has(`verb="LIST"`):
@@ -602,9 +677,20 @@ func writeClaimsBench(t *testing.T, file string, warm, nodes int, rows []claimsR
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "%s\n\n", machineLine(t))
-	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read, then `ClaimWarm`, listing the pool or taking the offers of the pool controller (served in the test's process); \"down\": the offers' server stopped.\n\n", warm, nodes, claimsWindow)
+	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read, then `ClaimWarm`, listing the pool or taking the offers of the pool controller (`warmpod-pools`, a process of its own on this machine); \"controller down\": that process stopped.\n\n", warm, nodes, claimsWindow)
 	b.WriteString("| claim | claims in 10 s | claimed | p50 ms | p99 ms | max ms | pools read p50 ms | claim p50 / p99 ms | requests per claim (lists, patches) | offers per claim (failed) | conflicts | took > 1 s | API server: pod LIST / PATCH mean ms | APF wait mean ms | exactly once |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|\n")
+	defer func() {
+		b.WriteString("\nThe API server's busiest requests during each burst (`apiserver_request_total`, WATCH left out):\n\n")
+		for _, r := range rows {
+			fmt.Fprintf(&b, "- %s, %d: %s\n", r.mode, r.n, r.server.busiest(8))
+		}
+		f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		require.NoError(t, err)
+		defer f.Close()
+		_, err = f.WriteString(b.String())
+		require.NoError(t, err)
+	}()
 	for _, r := range rows {
 		once := "yes"
 		if r.problems > 0 {
@@ -614,9 +700,4 @@ func writeClaimsBench(t *testing.T, file string, warm, nodes int, rows []claimsR
 			r.mode, r.n, r.claimed, ms(r.p50), ms(r.p99), ms(r.max), ms(r.poolsP50), ms(r.claimP50), ms(r.claimP99),
 			r.reqsPerClaim, r.listsPerClaim, r.patchesPerClaim, r.offersPerClaim, r.offerFailures, r.conflicts, r.overOneSecond, ms(r.listMean), ms(r.patchMean), ms(r.waitMean), once)
 	}
-	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	require.NoError(t, err)
-	defer f.Close()
-	_, err = f.WriteString(b.String())
-	require.NoError(t, err)
 }

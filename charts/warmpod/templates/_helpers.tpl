@@ -31,6 +31,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "warmpod.githubSA" -}}
 {{- default (printf "%s-github" (include "warmpod.fullname" .)) .Values.github.serviceAccount.name -}}
 {{- end -}}
+{{- /* The drivers' --offers: the controller's offers Service (controller.yaml), by its in-cluster name. */ -}}
+{{- define "warmpod.offersURL" -}}
+{{- printf "http://%s-pools-offers.%s:%v" (include "warmpod.fullname" .) .Release.Namespace .Values.controller.metrics.port -}}
+{{- end -}}
 {{- define "warmpod.poolsSA" -}}
 {{- default (printf "%s-pools" (include "warmpod.fullname" .)) .Values.controller.serviceAccount.name -}}
 {{- end -}}
