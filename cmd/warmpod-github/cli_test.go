@@ -26,6 +26,7 @@ func TestCLIFailsFast(t *testing.T) {
 		{Name: "a bad duration in one line", Args: []string{"--warm-wait=5x"}, Code: 2, Stderr: `^::error::warmpod-github: --warm-wait: "5x" is not a Go duration, e.g. 90s\n$`},
 		{Name: "no streams", Args: []string{"--streams=0"}, Code: 2, Stderr: `^::error::warmpod-github: --streams 0: must be 1 or more`},
 		{Name: "a negative chunk size", Args: []string{"--chunk-size=-5"}, Code: 2, Stderr: `^::error::warmpod-github: --chunk-size -5: must be 1 byte or more`},
+		{Name: "an offers URL without a host", Args: []string{"--offers=http://"}, Code: 2, Stderr: `^::error::warmpod-github: --offers: offers URL "http://": no host, such as http://warmpod-pools.NAMESPACE:9090\n$`},
 		{Name: "a zero timeout", Args: []string{"--timeout=0s"}, Code: 2, Stderr: `^::error::warmpod-github: --timeout 0s: must be above 0\n$`},
 	})
 }

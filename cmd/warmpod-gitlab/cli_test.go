@@ -29,6 +29,7 @@ func TestCLIFailsFast(t *testing.T) {
 		{Name: "a bad duration from the environment", Args: []string{"prepare"}, Code: 2, Stderr: `^warmpod-gitlab: WARMPOD_GITLAB_READY_TIMEOUT="soon": not a Go duration`, Env: "WARMPOD_GITLAB_READY_TIMEOUT=soon"},
 		{Name: "a negative retry count", Args: []string{"--stream-retries=-1", "prepare"}, Code: 2, Stderr: `^warmpod-gitlab: --stream-retries -1: must be 0 or more\n$`},
 		{Name: "a zero ready timeout", Args: []string{"--ready-timeout=0s", "prepare"}, Code: 2, Stderr: `^warmpod-gitlab: --ready-timeout 0s: must be above 0\n$`},
+		{Name: "an offers URL that is none", Args: []string{"--offers=warmpod-pools:9090", "config"}, Code: 2, Stderr: `^warmpod-gitlab: --offers: offers URL "warmpod-pools:9090": want http:// or https://, such as http://warmpod-pools.NAMESPACE:9090\n$`},
 		{Name: "an unknown flag", Args: []string{"--no-such", "prepare"}, Code: 2, Stderr: `^warmpod-gitlab: flag provided but not defined: -no-such \(warmpod-gitlab -h lists its flags\)\n$`},
 	})
 }

@@ -48,10 +48,11 @@ import (
 // exactly-once check on the API server's final pod list, and the check
 // is shown to catch a forced double claim.
 //
-// Each size is run three ways (claimModes): the claim listing the pool,
+// Each size is run four ways (claimModes): the claim listing the pool,
 // the claim taking the pool controller's offers (package pools/offer,
-// warmpod-pools run as a process of its own), and the same with that
-// controller stopped: the claims must still all succeed,
+// warmpod-pools run as a process of its own), the same with the pools
+// from a manifest (no pools read), and offers with that controller
+// stopped: the claims must still all succeed,
 // by listing, as a driver's do when the controller is down.
 //
 // In CI: 100 warm pods, bursts of 10 and 100. With
@@ -132,9 +133,14 @@ func TestClaimsAtScale(t *testing.T) {
 	}
 	for i, r := range runs {
 		n, url := r.n, ""
+		var manifest *pool.Set
 		switch r.mode {
 		case modeOffers:
 			url = offers
+		case modeFile:
+			url = offers
+			manifest, err = k.Pools(ctx)
+			require.NoError(t, err)
 		case modeDown:
 			// The controller gone: its port refuses.
 			stopOffers()
@@ -142,7 +148,7 @@ func TestClaimsAtScale(t *testing.T) {
 		}
 		t.Logf("burst of %d, %s", n, r.mode)
 		before := scrapeAPIServer(t, cs)
-		results := claimBurst(ctx, sa, ns, n, claimsWindow, url)
+		results := claimBurst(ctx, sa, ns, n, claimsWindow, url, manifest)
 		after := scrapeAPIServer(t, cs)
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
@@ -160,7 +166,7 @@ func TestClaimsAtScale(t *testing.T) {
 			}
 		}
 		switch r.mode {
-		case modeOffers:
+		case modeOffers, modeFile:
 			// Most claims are the offer's write alone; some may list
 			// (an offer lost, or not answered within pool.OfferTimeout
 			// on a machine this busy).
@@ -203,13 +209,17 @@ func TestClaimsAtScale(t *testing.T) {
 
 // The ways a burst claims: the claim lists the pool (no --offers), takes
 // the controller's offers, or has --offers set with the controller down.
+// modeFile is offers with the pools from a manifest (the drivers'
+// --pools FILE), so a claim reads no pools from the API server: the pool
+// the test read once stands in for the manifest's.
 const (
 	modeList   = "list"
 	modeOffers = "offers"
+	modeFile   = "offers, --pools FILE"
 	modeDown   = "offers, controller down"
 )
 
-var claimModes = []string{modeList, modeOffers, modeDown}
+var claimModes = []string{modeList, modeOffers, modeFile, modeDown}
 
 // startOfferServer runs the pool controller (warmpod-pools:
 // $WARMPOD_POOLS_BIN, else a fresh build) as a process of its own for
@@ -319,7 +329,7 @@ type claimResult struct {
 // claimBurst runs n claims, claim i arriving at i×window/n, each on its
 // own client and TLS connection from kubeconfig sa, asking the offers of
 // the controller at offers when set, and returns their results.
-func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration, offers string) []claimResult {
+func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration, offers string, manifest *pool.Set) []claimResult {
 	res := make([]claimResult, n)
 	var wg sync.WaitGroup
 	t0 := time.Now()
@@ -328,7 +338,7 @@ func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration,
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Until(t0.Add(time.Duration(i) * window / time.Duration(n))))
-			res[i] = claimOnce(ctx, sa, ns, fmt.Sprintf("claim-%d", i), offers)
+			res[i] = claimOnce(ctx, sa, ns, fmt.Sprintf("claim-%d", i), offers, manifest)
 		}()
 	}
 	wg.Wait()
@@ -343,7 +353,7 @@ func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration,
 // job's image chosen, and a warm claim, taking the offers of the
 // controller at offers when set (--offers), on an HTTP connection of its
 // own.
-func claimOnce(ctx context.Context, sa, ns, job, offers string) (r claimResult) {
+func claimOnce(ctx context.Context, sa, ns, job, offers string, manifest *pool.Set) (r claimResult) {
 	r.job = job
 	began := time.Now()
 	defer func() { r.total = time.Since(began) }()
@@ -384,7 +394,10 @@ func claimOnce(ctx context.Context, sa, ns, job, offers string) (r claimResult) 
 		k.OfferFailed = func(error) { m.offerFailures.Add(1) }
 	}
 	t := time.Now()
-	set, err := k.Pools(ctx)
+	set, err := manifest, error(nil)
+	if set == nil {
+		set, err = k.Pools(ctx)
+	}
 	r.pools = time.Since(t)
 	if err != nil {
 		r.err = err
@@ -677,7 +690,7 @@ func writeClaimsBench(t *testing.T, file string, warm, nodes int, rows []claimsR
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "%s\n\n", machineLine(t))
-	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read, then `ClaimWarm`, listing the pool or taking the offers of the pool controller (`warmpod-pools`, a process of its own on this machine); \"controller down\": that process stopped.\n\n", warm, nodes, claimsWindow)
+	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read (none with `--pools FILE`), then `ClaimWarm`, listing the pool or taking the offers of the pool controller (`warmpod-pools`, a process of its own on this machine); \"controller down\": that process stopped.\n\n", warm, nodes, claimsWindow)
 	b.WriteString("| claim | claims in 10 s | claimed | p50 ms | p99 ms | max ms | pools read p50 ms | claim p50 / p99 ms | requests per claim (lists, patches) | offers per claim (failed) | conflicts | took > 1 s | API server: pod LIST / PATCH mean ms | APF wait mean ms | exactly once |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|\n")
 	defer func() {
