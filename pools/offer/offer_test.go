@@ -98,7 +98,9 @@ func TestOfferOnlyClaimable(t *testing.T) {
 // resize applies at once goes before one just Ready.
 func TestOfferHoldsAndPrefersSettled(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
-	s, _ := start(t, clk, idle("fresh", t0, nil), idle("settled", t0.Add(-time.Minute), nil))
+	// fresh turns Ready at the end of the hold: not settled at any time
+	// of this test.
+	s, _ := start(t, clk, idle("fresh", t0.Add(Hold), nil), idle("settled", t0.Add(-time.Minute), nil))
 	o, ok := s.Offer("alpine", poolapi.LabelConfig, "h")
 	require.True(t, ok)
 	assert.Equal(t, "settled", o.Name)
