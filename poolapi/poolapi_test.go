@@ -80,3 +80,38 @@ func TestColdReasonDemand(t *testing.T) {
 		assert.Equal(t, want, r.Demand(), r)
 	}
 }
+
+// The drivers' --offers: a base URL of the controller, refused at once
+// with what is wrong, never at the first claim.
+func TestParseOfferURL(t *testing.T) {
+	for raw, wantErr := range map[string]string{
+		"http://warmpod-pools.ci:9090":      "",
+		"https://warmpod-pools.ci:9090/":    "",
+		"http://[fd00::1]:9090":             "",
+		"http://ctl.example.com/prefix":     "",
+		"warmpod-pools:9090":                "want http:// or https://",
+		"ftp://x":                           "want http:// or https://",
+		"http://":                           "no host",
+		"http://:9090":                      "no host",
+		"http://h:99999":                    "port 99999 is not 1–65535",
+		"http://h:0":                        "port 0 is not 1–65535",
+		"http://h:9090/v1/offer":            "without /v1/offer",
+		"http://h:9090/v1/offer/":           "without /v1/offer",
+		"http://h:9090/?pool=x":             "no query",
+		"http://user:pw@h:9090":             "no query, fragment or user",
+		"http://h:9090\n":                   "invalid control character",
+		" http://h:9090":                    "first path segment in URL cannot contain colon",
+		"http://warmpod-pools.ci:9090#frag": "no query, fragment or user",
+	} {
+		t.Run(raw, func(t *testing.T) {
+			u, err := ParseOfferURL(raw)
+			if wantErr == "" {
+				require.NoError(t, err)
+				assert.NotNil(t, u)
+				return
+			}
+			require.ErrorContains(t, err, wantErr)
+			assert.ErrorContains(t, err, "such as http://warmpod-pools.NAMESPACE:9090")
+		})
+	}
+}

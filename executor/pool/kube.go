@@ -130,7 +130,7 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 			}
 			var ready []corev1.Pod
 			for _, pod := range list.Items {
-				if PodReady(&pod) && pod.Annotations[poolapi.AnnotationRetiring] == "" && (!resizedByClaimer(&pod) || p.hasOwnResources(&pod)) {
+				if p.claimable(&pod) {
 					ready = append(ready, pod)
 				}
 			}
@@ -180,6 +180,17 @@ func (k *Cluster) ClaimWarm(ctx context.Context, p Pool, owner poolapi.Owner, wa
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// claimable tells whether a claim of p may take pod: an idle pod of p's
+// pool and configuration (the labels the list selects on, checked again
+// for an offered pod), Ready and not being deleted (PodReady), not marked
+// retiring by the controller, and not resized for another claim (unless
+// resized back to p's resources, see ClaimWarm).
+func (p Pool) claimable(pod *corev1.Pod) bool {
+	return pod.Labels[poolapi.LabelPool] == p.Name && pod.Labels[poolapi.LabelState] == poolapi.StateIdle &&
+		pod.Labels[p.hashKey()] == p.Hash && PodReady(pod) && pod.Annotations[poolapi.AnnotationRetiring] == "" &&
+		(!resizedByClaimer(pod) || p.hasOwnResources(pod))
 }
 
 // claimPage is how many idle pods of the pool one list of ClaimWarm

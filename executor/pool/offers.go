@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/warmpod/warmpod/poolapi"
 )
@@ -35,8 +35,7 @@ type OfferClient struct {
 	// URL is the controller's base URL (http://warmpod-pools.ci:9090); the
 	// path is poolapi.OfferPath.
 	URL *url.URL
-	// HTTP is the client (nil: one of its own, without keep-alive beyond
-	// the driver's process).
+	// HTTP is the client (nil: offerHTTP's, no proxy and no redirects).
 	HTTP *http.Client
 }
 
@@ -54,7 +53,17 @@ func NewOfferClient(raw string) (*OfferClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &OfferClient{URL: u, HTTP: &http.Client{}}, nil
+	return &OfferClient{URL: u, HTTP: offerHTTP()}, nil
+}
+
+// offerHTTP is the HTTP client of the offers: no proxy (the controller is
+// a Service in the cluster; a runner's $HTTP_PROXY is for the Internet,
+// and a proxy would answer in the controller's name), and no redirect
+// followed (a 3xx is an error, and the claim lists).
+func offerHTTP() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.Proxy = nil
+	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // Offer asks the controller for an idle pod of p ([Offers]). Errors name
@@ -71,7 +80,7 @@ func (c *OfferClient) Offer(ctx context.Context, ns string, p Pool) (*poolapi.Of
 	}
 	hc := c.HTTP
 	if hc == nil {
-		hc = http.DefaultClient
+		hc = offerHTTP()
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -93,8 +102,8 @@ func (c *OfferClient) Offer(ctx context.Context, ns string, p Pool) (*poolapi.Of
 	if err := json.Unmarshal(body, &o); err != nil {
 		return nil, fmt.Errorf("offer from %s: %w", c.URL.Redacted(), err)
 	}
-	if o.Name == "" || o.UID == "" || o.ResourceVersion == "" {
-		return nil, fmt.Errorf("offer from %s: a pod without name, uid or resourceVersion: %.200s", c.URL.Redacted(), body)
+	if len(validation.IsDNS1123Subdomain(o.Name)) > 0 || o.UID == "" {
+		return nil, fmt.Errorf("offer from %s: not a pod's name and uid: %.200s", c.URL.Redacted(), body)
 	}
 	return &o, nil
 }
@@ -107,15 +116,20 @@ const offerTries = 3
 // errOffers is why claimOffered gave up on offers; the claim lists.
 var errOffers = errors.New("no claim from offers")
 
-// claimOffered claims a pod the controller offers (Cluster.Offers), one
-// write per offer: the claim's patch, whose resourceVersion precondition
-// is the offered one, so the checks the controller made of that version
-// (idle, Ready, not retiring, of p's configuration) hold for the pod
-// claimed. With fit, the pod is read first (the resize needs its
-// resources), and claimed as a listed one is. It returns errOffers when
-// no offer gave a pod (none, the controller unreachable, offerTries lost
-// to others): the caller lists the pool. Other errors are the claim's
-// (a resize refused: ErrResizeUnsupported).
+// claimOffered claims a pod the controller offers (Cluster.Offers). An
+// offer is trusted for a name only: the claim reads the pod from the API
+// server (its watch cache: resourceVersion "0", no etcd read) and claims
+// it only when that pod is claimable for p (claimable: idle, of p's pool
+// and configuration, Ready, not being deleted, not retiring, not resized
+// for another claim), with the resourceVersion it read as the patch's
+// precondition, as a listed pod is claimed. So a wrong, stale or hostile
+// offer (another job's pod, another pool's, a pod that is no pool pod, a
+// forged resourceVersion) costs a read and is never claimed. It returns
+// errOffers when no offer gave a pod (none, the controller unreachable,
+// offerTries offers lost to others or not claimable): the caller lists
+// the pool. Other errors are the claim's (a resize refused:
+// ErrResizeUnsupported; the API server's, other than those of the one
+// offered pod).
 func (k *Cluster) claimOffered(ctx context.Context, p Pool, owner poolapi.Owner, began time.Time, fit *corev1.ResourceRequirements) (*poolapi.Pod, error) {
 	for range offerTries {
 		o, err := k.Offers.Offer(ctx, k.Namespace, p)
@@ -128,27 +142,27 @@ func (k *Cluster) claimOffered(ctx context.Context, p Pool, owner poolapi.Owner,
 		if o == nil {
 			return nil, errOffers
 		}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: k.Namespace, UID: types.UID(o.UID), ResourceVersion: o.ResourceVersion}}
-		if fit != nil {
-			cur, err := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-				continue
-			case err != nil:
-				return nil, fmt.Errorf("read offered pod %s: %w", o.Name, err)
-			case string(cur.UID) != o.UID || cur.Labels[poolapi.LabelState] != poolapi.StateIdle || cur.Labels[p.hashKey()] != p.Hash ||
-				!PodReady(cur) || cur.Annotations[poolapi.AnnotationRetiring] != "" || resizedByClaimer(cur):
-				// Changed since the offer: the controller's cache is
-				// behind, as a 409 would have said.
-				continue
-			}
-			pod = cur
+		if len(validation.IsDNS1123Subdomain(o.Name)) > 0 {
+			// No pod's name (OfferClient refuses it too): client-go
+			// would refuse it before sending, as no API error.
+			continue
+		}
+		pod, err := k.CS.CoreV1().Pods(k.Namespace).Get(ctx, o.Name, metav1.GetOptions{ResourceVersion: "0"})
+		switch {
+		case lostOffer(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("read offered pod %s: %w", o.Name, err)
+		case string(pod.UID) != o.UID || !p.claimable(pod):
+			// Not the pod offered, or not claimable (any more): the
+			// controller's cache is behind, or the offer is wrong.
+			continue
 		}
 		claimed, resizing, err := k.claimFit(ctx, pod, p.Container, owner, time.Since(began), fit)
 		switch {
 		case err == nil:
 			return claimedPod(claimed, p, resizing), nil
-		case apierrors.IsConflict(err) || apierrors.IsNotFound(err) || errors.Is(err, errPodGone):
+		case lostOffer(err) || errors.Is(err, errPodGone):
 			continue
 		case errors.Is(err, ErrResizeUnsupported):
 			return nil, err
@@ -157,6 +171,14 @@ func (k *Cluster) claimOffered(ctx context.Context, p Pool, owner poolapi.Owner,
 		}
 	}
 	return nil, errOffers
+}
+
+// lostOffer tells whether err is of the offered pod alone: gone (404),
+// changed (409), or a name or request the API server refuses (400, 422;
+// client-go refuses a name with a slash before sending). The claim takes
+// the next offer.
+func lostOffer(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
 }
 
 // claimedPod is what ClaimWarm returns for pod, claimed from p.

@@ -1,9 +1,9 @@
 // Package offer serves the pool controller's offers (poolapi.OfferPath):
 // a driver asks for an idle pod of a pool and gets one name, from an
 // informer's cache of the namespace's idle pool pods, instead of listing
-// the pool itself. The claim stays the driver's own write, conditioned on
-// the offered resourceVersion (executor/pool's claimOffered); an offer
-// only spreads claimers over the pool without an API request.
+// the pool itself. The claim stays the driver's own read and write of
+// that pod (executor/pool's claimOffered checks it is claimable itself):
+// an offer only spreads claimers over the pool without a list.
 //
 // Every replica of the controller serves offers, leader or not: two
 // replicas may offer the same pod to two claims, and one of them loses
@@ -192,7 +192,7 @@ func (s *Server) Offer(poolName, key, hash string) (poolapi.Offer, bool) {
 	}
 	p := from[rand.IntN(len(from))]
 	s.held[p.UID] = now
-	return poolapi.Offer{Name: p.Name, UID: string(p.UID), ResourceVersion: p.ResourceVersion}, true
+	return poolapi.Offer{Name: p.Name, UID: string(p.UID)}, true
 }
 
 // ServeHTTP answers poolapi.OfferPath (see there for the codes).
