@@ -214,7 +214,7 @@ func serve(ctx context.Context, o options, budget sizing.Budget, log *slog.Logge
 	if o.metricsAddr != "" {
 		// Every replica offers idle pods to the drivers' claims, leader
 		// or not (package offer): a claim should not wait for a takeover.
-		offers, err := offer.New(cs, cl.Namespace, log, clock.RealClock{}, reg)
+		offers, err := offer.New(cs, cl.Namespace, clock.RealClock{}, reg)
 		if err != nil {
 			return err
 		}

@@ -693,17 +693,6 @@ func writeClaimsBench(t *testing.T, file string, warm, nodes int, rows []claimsR
 	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read (none with `--pools FILE`), then `ClaimWarm`, listing the pool or taking the offers of the pool controller (`warmpod-pools`, a process of its own on this machine); \"controller down\": that process stopped.\n\n", warm, nodes, claimsWindow)
 	b.WriteString("| claim | claims in 10 s | claimed | p50 ms | p99 ms | max ms | pools read p50 ms | claim p50 / p99 ms | requests per claim (lists, patches) | offers per claim (failed) | conflicts | took > 1 s | API server: pod LIST / PATCH mean ms | APF wait mean ms | exactly once |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|\n")
-	defer func() {
-		b.WriteString("\nThe API server's busiest requests during each burst (`apiserver_request_total`, WATCH left out):\n\n")
-		for _, r := range rows {
-			fmt.Fprintf(&b, "- %s, %d: %s\n", r.mode, r.n, r.server.busiest(8))
-		}
-		f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		require.NoError(t, err)
-		defer f.Close()
-		_, err = f.WriteString(b.String())
-		require.NoError(t, err)
-	}()
 	for _, r := range rows {
 		once := "yes"
 		if r.problems > 0 {
@@ -713,4 +702,13 @@ func writeClaimsBench(t *testing.T, file string, warm, nodes int, rows []claimsR
 			r.mode, r.n, r.claimed, ms(r.p50), ms(r.p99), ms(r.max), ms(r.poolsP50), ms(r.claimP50), ms(r.claimP99),
 			r.reqsPerClaim, r.listsPerClaim, r.patchesPerClaim, r.offersPerClaim, r.offerFailures, r.conflicts, r.overOneSecond, ms(r.listMean), ms(r.patchMean), ms(r.waitMean), once)
 	}
+	b.WriteString("\nThe API server's busiest requests during each burst (`apiserver_request_total`, WATCH left out):\n\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "- %s, %d: %s\n", r.mode, r.n, r.server.busiest(8))
+	}
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = f.WriteString(b.String())
+	require.NoError(t, err)
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -47,7 +46,6 @@ const Hold = 5 * time.Second
 // start its informer with Start, and mount it at poolapi.OfferPath.
 type Server struct {
 	ns    string
-	log   *slog.Logger
 	clock clock.PassiveClock
 
 	factory informers.SharedInformerFactory
@@ -72,9 +70,9 @@ const (
 // New makes a Server for namespace ns over cs. reg, when set, gets the
 // counter warmpod_pools_offers_total{result}. clk is the clock of Hold and
 // of which pods have settled (clock.RealClock{} outside tests). Errors:
-// the counter's registration.
-func New(cs kubernetes.Interface, ns string, log *slog.Logger, clk clock.PassiveClock, reg prometheus.Registerer) (*Server, error) {
-	s := &Server{ns: ns, log: log, clock: clk, held: map[types.UID]time.Time{},
+// the counter's registration, the informer handler's.
+func New(cs kubernetes.Interface, ns string, clk clock.PassiveClock, reg prometheus.Registerer) (*Server, error) {
+	s := &Server{ns: ns, clock: clk, held: map[types.UID]time.Time{},
 		offers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmpod_pools_offers_total",
 			Help: "Offers of an idle pod to a driver's claim (" + poolapi.OfferPath + "), by result: offered, none (no pod claimable), refused (bad query, other namespace, cache not synced).",

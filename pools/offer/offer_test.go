@@ -3,8 +3,6 @@ package offer
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -47,7 +45,7 @@ func idle(name string, readyAt time.Time, edit func(*corev1.Pod)) *corev1.Pod {
 func start(t *testing.T, clk *clocktesting.FakeClock, pods ...runtime.Object) (*Server, *fake.Clientset) {
 	t.Helper()
 	cs := fake.NewClientset(pods...)
-	s, err := New(cs, "ci", slog.New(slog.NewTextHandler(io.Discard, nil)), clk, nil)
+	s, err := New(cs, "ci", clk, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -161,7 +159,7 @@ func TestServeHTTP(t *testing.T) {
 // Before its cache has synced the server offers nothing: 503, so the
 // driver lists.
 func TestServeHTTPBeforeSync(t *testing.T) {
-	s, err := New(fake.NewClientset(), "ci", slog.New(slog.NewTextHandler(io.Discard, nil)), clocktesting.NewFakeClock(t0), nil)
+	s, err := New(fake.NewClientset(), "ci", clocktesting.NewFakeClock(t0), nil)
 	require.NoError(t, err)
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, httptest.NewRequest(http.MethodGet, poolapi.OfferPath+"?namespace=ci&pool=alpine&label=warmpod.dev%2Fconfig&hash=h", nil))
