@@ -110,8 +110,10 @@ type Pinned interface {
 type Pod interface {
 	// Terminated records the exit reason where the kubelet reads it.
 	Terminated(m podapi.TerminationMessage)
-	// DeleteSelf deletes the pod through the API server, bounded by ctx.
-	DeleteSelf(ctx context.Context)
+	// DeleteSelf deletes the pod through the API server, bounded by ctx,
+	// and tells whether the pod is going (deleted now, or gone already):
+	// the kubelet will stop the container.
+	DeleteSelf(ctx context.Context) bool
 }
 
 // Effects are the interfaces the supervisor acts through.

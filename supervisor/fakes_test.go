@@ -48,6 +48,9 @@ type world struct {
 	// pod
 	terminated []podapi.TerminationMessage
 	deleted    int
+	// podGoes is what DeleteSelf answers: the pod is going, so PID 1
+	// waits for the kubelet's stop (false: not in a cluster).
+	podGoes bool
 }
 
 type fproc struct {
@@ -377,10 +380,11 @@ func (f *fakePod) Terminated(m podapi.TerminationMessage) {
 	f.terminated = append(f.terminated, m)
 }
 
-func (f *fakePod) DeleteSelf(context.Context) {
+func (f *fakePod) DeleteSelf(context.Context) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.deleted++
+	return f.podGoes
 }
 
 // pod is a supervisor running in a synctest bubble on a fake world.

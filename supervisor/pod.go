@@ -45,10 +45,12 @@ func (p KubePod) Terminated(m podapi.TerminationMessage) {
 }
 
 // DeleteSelf deletes the pod (--self-delete), so the garbage collector
-// removes the Secrets and ConfigMaps whose ownerReference names it.
-func (p KubePod) DeleteSelf(ctx context.Context) {
+// removes the Secrets and ConfigMaps whose ownerReference names it. It
+// tells whether the pod is going: deleted by this call (podapi.Deleted)
+// or gone already (podapi.AlreadyGone).
+func (p KubePod) DeleteSelf(ctx context.Context) bool {
 	if p.SelfDelete == "never" {
-		return
+		return false
 	}
 	cfg, err := podapi.FromEnv(p.Getenv, p.ServiceAccountDir)
 	if err != nil {
@@ -57,14 +59,15 @@ func (p KubePod) DeleteSelf(ctx context.Context) {
 		} else {
 			p.Log.Debug("not in a cluster: no self-deletion", "error", err)
 		}
-		return
+		return false
 	}
 	res, err := cfg.DeleteSelf(ctx, p.Log.With("component", "podapi"))
 	if err != nil {
 		// The one log of a failed self-deletion: podapi returns its
 		// errors without logging them.
 		p.Log.Warn("self-deletion", "result", string(res), "pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name, "uid", cfg.Pod.UID, "error", err)
-		return
+		return false
 	}
 	p.Log.Info("self-deletion", "result", string(res), "pod", cfg.Pod.Namespace+"/"+cfg.Pod.Name)
+	return res == podapi.Deleted || res == podapi.AlreadyGone
 }

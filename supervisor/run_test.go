@@ -134,6 +134,46 @@ func TestIdleDeadlineDrainsAndDeletesThePod(t *testing.T) {
 	})
 }
 
+// After deleting its own pod, PID 1 waits for the kubelet's stop signal
+// (at most deletedWait) instead of exiting: a container that exits before
+// the kubelet sees the deletion is restarted (restartPolicy Always).
+func TestSelfDeletedPodWaitsForTheKubelet(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		goes   bool          // DeleteSelf's answer
+		send   func(p *pod)  // what reaches PID 1 a second after the drain
+		waited time.Duration // from the drain to Run's return
+	}{
+		{"not in a cluster: exits at once", false, nil, 0},
+		{"SIGTERM through os/signal", true, func(p *pod) { p.sigs <- unix.SIGTERM }, time.Second},
+		{"SIGTERM through the signal thread", true, func(p *pod) { p.s.Forward(unix.SIGTERM) }, time.Second},
+		{"a stop signal of the container's own", true, func(p *pod) { p.sigs <- unix.SIGQUIT }, time.Second},
+		{"SIGCHLD and SIGWINCH do not stop it", true, func(p *pod) { p.sigs <- unix.SIGCHLD; p.sigs <- unix.SIGWINCH }, deletedWait},
+		{"no stop: exits after deletedWait", true, nil, deletedWait},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld()
+				w.podGoes = tc.goes
+				p := startPodIn(t, Config{Grace: time.Second, MaxJobs: 1}, w, nil)
+				_, err := p.s.StartJob(spec("a"))
+				require.NoError(t, err)
+				_, err = p.s.EndJob("a", 0)
+				require.NoError(t, err)
+				synctest.Wait()
+				drained := time.Now()
+				if tc.send != nil {
+					time.Sleep(time.Second)
+					tc.send(p)
+				}
+				assert.Equal(t, 0, p.exitCode(), "the drain's code, whatever stopped it")
+				assert.Equal(t, tc.waited, time.Since(drained))
+				assert.Equal(t, 1, w.deleted)
+			})
+		})
+	}
+}
+
 func TestClaimRacesTheIdleDeadline(t *testing.T) {
 	for _, tc := range []struct {
 		name   string

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/warmpod/warmpod/internal/fsuser"
 	"github.com/warmpod/warmpod/internal/initlog"
 	"github.com/warmpod/warmpod/lease"
@@ -207,11 +209,69 @@ func (s *Supervisor) Run(ctx context.Context, sigs <-chan os.Signal) int {
 	st := s.snap.Load().status
 	s.fx.Pod.Terminated(podapi.TerminationMessage{Reason: string(reason), ExitCode: code, Job: st.JobID, JobsRun: st.JobsRun, Version: s.cfg.Version})
 	if code == 0 && reason.Planned() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		s.fx.Pod.DeleteSelf(ctx)
+		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		going := s.fx.Pod.DeleteSelf(dctx)
 		cancel()
+		if going {
+			s.awaitStop(ctx, sigs)
+		}
 	}
 	return code
+}
+
+// deletedWait bounds how long PID 1 waits, after deleting its own pod,
+// for the kubelet to stop its container. The kubelet sees a deletion
+// through its watch of the API server and stops the container at once,
+// normally within a second; the bound is for a kubelet that never does
+// (a static pod's mirror, a kubelet cut from the API server), after which
+// PID 1 exits as it used to.
+const deletedWait = 30 * time.Second
+
+// awaitStop keeps PID 1 alive after it has deleted its own pod until the
+// kubelet stops the container (the container's stop signal: SIGTERM
+// unless its spec names another) or deletedWait has passed, reaping
+// meanwhile. Exiting at once races the kubelet: a container that exits
+// before the kubelet has seen its pod's deletion is, to the kubelet, a
+// running pod's container that ended, and restartPolicy Always (every
+// Deployment's pod) restarts it. That is a restart count alerts watch
+// (kube-state-metrics' restarts, KubePodCrashLooping) and a fresh PID 1,
+// warm, in a pod that is being deleted after its one job; seen on
+// kube-e2e under load as restartCount 1 on a pool pod after its job.
+// The exit code stays the drain's (0): the termination message is
+// written already.
+func (s *Supervisor) awaitStop(ctx context.Context, sigs <-chan os.Signal) {
+	t := time.NewTimer(deletedWait)
+	defer t.Stop()
+	for {
+		select {
+		case sig := <-sigs:
+			if us, ok := sig.(unix.Signal); ok && stopsDeleted(us) {
+				s.log.Debug("stopped after self-deletion", "signal", us)
+				return
+			}
+			s.fx.Children.Reap() // SIGCHLD: an orphan the sweep left, reparented to PID 1
+		case r := <-s.notes:
+			// The signal thread's: the loop has ended, this is their
+			// reader now.
+			if stopsDeleted(r.sig) {
+				s.log.Debug("stopped after self-deletion", "signal", r.sig)
+				return
+			}
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.log.Warn("the kubelet did not stop the container after the pod's deletion; exiting", "waited", deletedWait)
+			return
+		}
+	}
+}
+
+// stopsDeleted tells which signals end awaitStop: any the kubelet may
+// send as a container's stop signal, that is every signal PID 1 would
+// forward but the two that never mean "stop" (SIGWINCH, a terminal
+// resize; SIGCONT).
+func stopsDeleted(sig unix.Signal) bool {
+	return !notForwarded(sig) && sig != unix.SIGWINCH && sig != unix.SIGCONT
 }
 
 // prepareDirs creates the jobs directory (0711: a job user may traverse
