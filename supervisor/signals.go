@@ -114,6 +114,15 @@ type received struct {
 // stopped.
 func (s *Supervisor) Forward(sig unix.Signal) {
 	r := s.forward(sig)
+	// The note goes to the buffer whenever it has room, the loop ended
+	// or not: after the loop, awaitStop reads it (the kubelet's SIGTERM
+	// after PID 1 deleted its pod), and one select over both cases would
+	// drop it half the time, the closed stopped being as ready.
+	select {
+	case s.notes <- r:
+		return
+	default:
+	}
 	select {
 	case s.notes <- r:
 	case <-s.stopped:
@@ -196,6 +205,9 @@ func (s *Supervisor) syncForward() {
 
 // onSignal is the loop's part of a signal, after forward.
 func (s *Supervisor) onSignal(r received) {
+	if r.sig == unix.SIGTERM {
+		s.ls.termSeen = true
+	}
 	switch sig := r.sig; {
 	case sig == unix.SIGCHLD:
 		s.fx.Children.Reap()

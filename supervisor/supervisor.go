@@ -212,7 +212,7 @@ func (s *Supervisor) Run(ctx context.Context, sigs <-chan os.Signal) int {
 		dctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		going := s.fx.Pod.DeleteSelf(dctx)
 		cancel()
-		if going {
+		if going && !s.ls.termSeen {
 			s.awaitStop(ctx, sigs)
 		}
 	}
