@@ -146,9 +146,27 @@ func TestClaimsAtScale(t *testing.T) {
 			stopOffers()
 			url = offers
 		}
+		var floor []corev1.Pod
+		if r.mode == modeFloor {
+			// The pods to write, read before the burst: the floor
+			// claims do nothing but their one write.
+			l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: poolapi.LabelState + "=" + poolapi.StateIdle})
+			require.NoError(t, err)
+			for _, p := range l.Items {
+				if pool.PodReady(&p) && p.DeletionTimestamp == nil {
+					floor = append(floor, p)
+				}
+			}
+			require.GreaterOrEqual(t, len(floor), n, "Ready idle pods for the floor's burst")
+		}
 		t.Logf("burst of %d, %s", n, r.mode)
 		before := scrapeAPIServer(t, cs)
-		results := claimBurst(ctx, sa, ns, n, claimsWindow, url, manifest)
+		var results []claimResult
+		if r.mode == modeFloor {
+			results = floorBurst(ctx, t, sa, ns, floor[:n], claimsWindow)
+		} else {
+			results = claimBurst(ctx, sa, ns, n, claimsWindow, url, manifest)
+		}
 		after := scrapeAPIServer(t, cs)
 		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		require.NoError(t, err)
@@ -212,14 +230,70 @@ func TestClaimsAtScale(t *testing.T) {
 // modeFile is offers with the pools from a manifest (the drivers'
 // --pools FILE), so a claim reads no pools from the API server: the pool
 // the test read once stands in for the manifest's.
+//
+// modeFloor is no claim path at all but the least any claim costs the
+// API server: one write of one pod per claim, each to a different idle
+// pod read before the burst (no read, no conflict), all on one client and
+// one connection under the driver's ServiceAccount, as a long-lived
+// process claiming for the drivers would make them. No design whose
+// claim writes the pod can do better on the same machine, so it tells
+// whether a latency goal is the claim path's to meet or the API
+// server's.
 const (
 	modeList   = "list"
 	modeOffers = "offers"
 	modeFile   = "offers, --pools FILE"
 	modeDown   = "offers, controller down"
+	modeFloor  = "floor: one write on one connection"
 )
 
-var claimModes = []string{modeList, modeOffers, modeFile, modeDown}
+var claimModes = []string{modeList, modeOffers, modeFile, modeDown, modeFloor}
+
+// floorBurst is modeFloor's burst: claim i, arriving at i×window/n,
+// writes pods[i] as a claim does (the labels and annotations of
+// pool.Cluster's claim, the resourceVersion read as the precondition), on
+// one client from kubeconfig sa shared by all of them.
+func floorBurst(ctx context.Context, t *testing.T, sa, ns string, pods []corev1.Pod, window time.Duration) []claimResult {
+	kc, err := kubeclient.New(sa, ns, "warmpod-pools/claims-floor")
+	require.NoError(t, err)
+	c := rest.CopyConfig(kc.Config)
+	c.QPS, c.Burst = -1, 0 // no client-side limit: the floor is the server's
+	var m claimMeter
+	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &meterRT{m: &m, next: rt} }
+	cs, err := kubernetes.NewForConfig(c)
+	require.NoError(t, err)
+	n := len(pods)
+	res := make([]claimResult, n)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(t0.Add(time.Duration(i) * window / time.Duration(n))))
+			r := claimResult{job: fmt.Sprintf("claim-%d", i)}
+			began := time.Now()
+			l := poolapi.Owner{Job: r.job, Server: "0123456789abcdef"}.Labels()
+			l[poolapi.LabelState] = poolapi.StateClaimed
+			ann := poolapi.BusyDisruption()
+			ann[poolapi.AnnotationClaimedAt] = began.UTC().Format(time.RFC3339Nano)
+			ann[poolapi.AnnotationClaimWait] = "0"
+			b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": pods[i].ResourceVersion, "labels": l, "annotations": ann}})
+			_, r.err = cs.CoreV1().Pods(ns).Patch(ctx, pods[i].Name, types.MergePatchType, b, metav1.PatchOptions{})
+			r.total = time.Since(began)
+			r.claim = r.total
+			if r.err == nil {
+				r.pod = pods[i].Name
+			}
+			res[i] = r
+		}()
+	}
+	wg.Wait()
+	// The one meter saw every claim's requests: they are counted on the
+	// first result, summarize averages them over the burst.
+	m.into(&res[0])
+	return res
+}
 
 // startOfferServer runs the pool controller (warmpod-pools:
 // $WARMPOD_POOLS_BIN, else a fresh build) as a process of its own for
