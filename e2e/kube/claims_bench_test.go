@@ -48,12 +48,13 @@ import (
 // exactly-once check on the API server's final pod list, and the check
 // is shown to catch a forced double claim.
 //
-// Each size is run four ways (claimModes): the claim listing the pool,
+// Each size is run five ways (claimModes): the claim listing the pool,
 // the claim taking the pool controller's offers (package pools/offer,
 // warmpod-pools run as a process of its own), the same with the pools
-// from a manifest (no pools read), and offers with that controller
-// stopped: the claims must still all succeed,
-// by listing, as a driver's do when the controller is down.
+// from a manifest (no pools read), offers with that controller stopped
+// (the claims must still all succeed, by listing, as a driver's do when
+// the controller is down), and the floor: one pod write per claim and
+// nothing else (modeFloor).
 //
 // In CI: 100 warm pods, bursts of 10 and 100. With
 // WARMPOD_CLAIMS_BENCH=FILE (make bench-claims): 1,000 warm pods, bursts
@@ -764,7 +765,7 @@ func writeClaimsBench(t *testing.T, file string, warm, nodes int, rows []claimsR
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n## Run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "%s\n\n", machineLine(t))
-	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read (none with `--pools FILE`), then `ClaimWarm`, listing the pool or taking the offers of the pool controller (`warmpod-pools`, a process of its own on this machine); \"controller down\": that process stopped.\n\n", warm, nodes, claimsWindow)
+	fmt.Fprintf(&b, "%d warm pods of one pool on %d hollow nodes (placed by kube-scheduler); each burst's claims arrive one every %s/n; each claim is a driver's: its own client and TLS connection, the driver's ServiceAccount, the pools read (none with `--pools FILE`), then `ClaimWarm`, listing the pool or taking the offers of the pool controller (`warmpod-pools`, a process of its own on this machine); \"controller down\": that process stopped; \"floor\": no claim path, one patch per claim of a pod read before the burst, on one client and connection shared by the burst.\n\n", warm, nodes, claimsWindow)
 	b.WriteString("| claim | claims in 10 s | claimed | p50 ms | p99 ms | max ms | pools read p50 ms | claim p50 / p99 ms | requests per claim (lists, patches) | offers per claim (failed) | conflicts | took > 1 s | API server: pod LIST / PATCH mean ms | APF wait mean ms | exactly once |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---|\n")
 	for _, r := range rows {
