@@ -59,6 +59,11 @@ type Claims interface {
 	// Nodes lists the nodes a template's pods may run on, with what each
 	// can allocate ([pool.Cluster.Nodes]).
 	Nodes(ctx context.Context, t *corev1.PodTemplateSpec) ([]pool.Node, error)
+	// ClaimStarting claims the pod of p that has been starting the
+	// longest, annotated as a cold start of why, and waits until it is
+	// Ready (at most timeout); nil when none is starting
+	// ([pool.Cluster.ClaimStarting]).
+	ClaimStarting(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (*poolapi.Pod, error)
 	// CreateCold creates a pod from p's template, annotated with why, and
 	// waits until it is Ready (at most timeout).
 	CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error)
@@ -128,8 +133,9 @@ const maxLease = 168 * time.Hour
 
 // acquire gets a pod for job and hands the job to it: a warm pod of
 // pl.pool when pl.warm and one is Ready within WarmWait (resized in place
-// to pl.resize and waited for: awaitFit), else a cold pod from pl.cold's
-// template, or pl.pool's. A pod that refuses the job (75: busy or another
+// to pl.resize and waited for: awaitFit), else (without a resize) the
+// pool's pod that has been starting the longest, waited for until Ready,
+// else a cold pod from pl.cold's template, or pl.pool's. A pod that refuses the job (75: busy or another
 // configuration; 69: draining) is deleted and the next one tried, five
 // times at most. Errors are *session.SystemError; a pod this call
 // claimed or created is deleted on failure.
@@ -176,16 +182,36 @@ func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (po
 				fmt.Fprintf(c.Log, "warmpod: pool %s is rolling out a new template and has no pod of it yet: creating a cold pod (image %s)\n", p.Name, p.Image)
 			case warm:
 				why.Reason = poolapi.ColdNoIdle
-				fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
+				if pl.resize == nil && pl.cold == nil {
+					// A pod of the pool that is starting is Ready sooner
+					// than a cold pod made now, and makes no pod more.
+					// Not with a resize (a pod not yet Ready has no
+					// settled cgroup to resize: resizeSettle), nor when
+					// the job's cold pod would differ from the pool's.
+					t0 := time.Now()
+					sp, err := c.Claims.ClaimStarting(ctx, p, job.Owner, why, c.ReadyTimeout)
+					switch {
+					case err != nil:
+						fmt.Fprintf(c.Log, "warmpod: a starting pod of pool %s: %v\n", p.Name, err)
+					case sp != nil:
+						fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: took pod %s, which was starting, Ready after %d ms\n", p.Name, p.Hash, sp.Name, time.Since(t0).Milliseconds())
+						pod = sp
+					}
+				}
+				if pod == nil {
+					fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
+				}
 			case !released:
 				why.Reason = poolapi.ColdNoPool
 				fmt.Fprintf(c.Log, "warmpod: no pool runs image %s as this job asks: creating a cold pod from pool %s's template\n", p.Image, p.Name)
 			}
-			cold, err := c.Claims.CreateCold(ctx, cp, job.Owner, why, c.ReadyTimeout)
-			if err != nil {
-				return poolapi.Pod{}, &session.SystemError{Err: err}
+			if pod == nil {
+				cold, err := c.Claims.CreateCold(ctx, cp, job.Owner, why, c.ReadyTimeout)
+				if err != nil {
+					return poolapi.Pod{}, &session.SystemError{Err: err}
+				}
+				pod = &cold
 			}
-			pod = &cold
 		}
 		if cl == nil {
 			cl, release = c.attach(*pod)

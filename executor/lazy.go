@@ -54,6 +54,15 @@ func (l *Lazy) ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.Owner, 
 	return c.ClaimWarm(ctx, p, owner, wait, fit)
 }
 
+// ClaimStarting is [pool.Cluster.ClaimStarting].
+func (l *Lazy) ClaimStarting(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (*poolapi.Pod, error) {
+	c, err := l.Cluster()
+	if err != nil {
+		return nil, err
+	}
+	return c.ClaimStarting(ctx, p, owner, why, timeout)
+}
+
 // CreateCold is [pool.Cluster.CreateCold].
 func (l *Lazy) CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error) {
 	c, err := l.Cluster()

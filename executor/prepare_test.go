@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -88,6 +89,49 @@ func TestPrepareFitsAsTheAPIServerStoresIt(t *testing.T) {
 			assert.Equal(t, tc.cold, Describe(cp.BuildContainer(&cp.Template).Resources))
 			assert.Equal(t, []poolapi.ColdReason{tc.why}, f.ColdReasons())
 			assert.NotContains(t, log.String(), "no pool runs image")
+		})
+	}
+}
+
+// TestPrepareTakesAStartingPod: with no Ready pod after the warm wait, a
+// job takes the pool's pod that is starting rather than a cold pod of its
+// own, unless the job's pod must differ from the pool's (a resize, a cold
+// template); a starting pod not Ready in time leaves a cold pod.
+func TestPrepareTakesAStartingPod(t *testing.T) {
+	notReady := errors.New("pod s1 after 5m0s: not Ready")
+	for _, tc := range []struct {
+		name     string
+		starting []poolapi.Pod
+		err      error
+		caps     corev1.ResourceList
+		want     string // the job's pod
+		log      string
+	}{
+		{name: "a starting pod", starting: []poolapi.Pod{{Name: "s1", Pool: "p"}}, want: "s1",
+			log: "no warm pod of pool p (config h) is Ready: took pod s1, which was starting, Ready after"},
+		{name: "none starting: cold", want: "cold-1", log: "is Ready: creating a cold pod"},
+		{name: "not Ready in time: cold", starting: []poolapi.Pod{{Name: "s1", Pool: "p"}}, err: notReady, want: "cold-1",
+			log: "a starting pod of pool p: pod s1 after 5m0s: not Ready\n"},
+		{name: "a resize: cold, the starting pod left", starting: []poolapi.Pod{{Name: "s1", Pool: "p"}}, caps: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}, want: "cold-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fake.Cluster{Starting: tc.starting, StartingErr: tc.err,
+				NodeList: []pool.Node{{Name: "n1", Allocatable: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")}}}}
+			var log strings.Builder
+			c := &Core{Session: session.Session{Cluster: f, Log: &log}, Claims: f}
+			set := &pool.Set{Pools: []pool.Pool{{Name: "p", Image: "alpine", Container: "build", Hash: "h",
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine"}}}}}}}
+			prep, err := c.Prepare(context.Background(), Request{Pools: set, Image: "alpine", Caps: tc.caps, Job: Job{ID: "1"}})
+			require.NoError(t, err, log.String())
+			assert.Equal(t, tc.want, prep.Pod.Name)
+			assert.Contains(t, log.String(), tc.log)
+			if tc.want == "s1" {
+				assert.Empty(t, f.Colds(), "no pod made for the job")
+				assert.Equal(t, []poolapi.ColdReason{poolapi.ColdNoIdle}, f.ColdReasons(), "claimed as a cold start")
+				assert.Contains(t, log.String(), "job 1 runs on cold pod s1 (pool p)")
+			} else {
+				assert.Len(t, f.Colds(), 1)
+			}
 		})
 	}
 }

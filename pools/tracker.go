@@ -172,6 +172,10 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 		return o
 	}
 	wall := at.Sub(pod.CreationTimestamp.Time) // the claim wait's unit
+	if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[poolapi.AnnotationClaimedAt]); err == nil && cold != "" {
+		// A starting pool pod claimed: the job waited from its claim.
+		wall = at.Sub(v)
+	}
 	if start := t.of(at).Sub(t.of(pod.CreationTimestamp.Time)); start > 0 {
 		o.Start = start
 		h.starts = append(h.starts, start)
@@ -195,7 +199,14 @@ func claimOf(pod *corev1.Pod, name, cold string, now time.Time, of func(time.Tim
 		if !poolapi.ColdReason(cold).Demand() {
 			return Claim{}, false
 		}
-		return Claim{Pool: name, At: of(pod.CreationTimestamp.Time), Wait: -1}, true
+		// A cold pod is claimed as it is made; a pool pod a driver took
+		// while it was starting (a cold start too: the job waited for
+		// it) at its AnnotationClaimedAt.
+		at := pod.CreationTimestamp.Time
+		if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[poolapi.AnnotationClaimedAt]); err == nil {
+			at = v
+		}
+		return Claim{Pool: name, At: of(at), Wait: -1}, true
 	}
 	at := now
 	if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[poolapi.AnnotationClaimedAt]); err == nil {

@@ -470,3 +470,25 @@ func TestTrackerLearnLeadIsTheMeasuredStart(t *testing.T) {
 		})
 	}
 }
+
+// A pool pod a driver claimed while it was starting (its warm wait over,
+// executor/pool.Cluster.ClaimStarting) is a cold start of its pool: its
+// claim is at its claimed-at, not at its creation by the ReplicaSet, its
+// wait runs from that claim until Ready, and its start (creation to
+// Ready) is one of the pool's.
+func TestTrackerStartingPodClaimed(t *testing.T) {
+	created, claimed := t0.Add(-time.Minute), t0.Add(-time.Minute+4*time.Second)
+	p := coldPod("s", "no-idle", created, 1000, false, 0)
+	p.ann[poolapi.AnnotationClaimedAt] = claimed.Format(time.RFC3339Nano)
+	tr := NewTracker()
+	o := tr.Observe(p.build(), t0)
+	require.NotNil(t, o.Claim)
+	assert.Equal(t, claimed, o.Claim.At)
+	assert.False(t, o.Claim.Warm)
+	p.ready, p.readyAt = true, created.Add(7*time.Second)
+	o = tr.Observe(p.build(), t0)
+	assert.Equal(t, 4*time.Second, o.Wait, "1 s of warm wait, then 3 s from the claim to Ready")
+	assert.Equal(t, 7*time.Second, o.Start)
+	d := demandOf(tr, t0)
+	assert.Equal(t, []time.Time{claimed}, d.colds)
+}

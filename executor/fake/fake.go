@@ -31,6 +31,11 @@ type Cluster struct {
 
 	// Warm are the Ready idle pods ClaimWarm hands out, first first.
 	Warm []poolapi.Pod
+	// Starting are the starting pool pods ClaimStarting hands out, first
+	// first; StartingErr, when set, is its answer instead (the pod it
+	// claimed was not Ready in time, and was deleted).
+	Starting    []poolapi.Pod
+	StartingErr error
 	// Set answers Pools; nil: Kube's, else an error (the test gives a
 	// manifest).
 	Set *pool.Set
@@ -138,6 +143,26 @@ func (f *Cluster) Nodes(context.Context, *corev1.PodTemplateSpec) ([]pool.Node, 
 	defer f.mu.Unlock()
 	f.nodesAsked++
 	return f.NodeList, f.NodesErr
+}
+
+// ClaimStarting hands out the next of Starting (nil when none is left),
+// or StartingErr; with Kube, Kube's claim.
+func (f *Cluster) ClaimStarting(ctx context.Context, p pool.Pool, o poolapi.Owner, why pool.Cold, timeout time.Duration) (*poolapi.Pod, error) {
+	if f.Kube != nil {
+		return f.Kube.ClaimStarting(ctx, p, o, why, timeout)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.StartingErr != nil {
+		return nil, f.StartingErr
+	}
+	if len(f.Starting) == 0 {
+		return nil, nil
+	}
+	pod := f.Starting[0]
+	f.Starting = f.Starting[1:]
+	f.why = append(f.why, why.Reason)
+	return &pod, nil
 }
 
 // CreateCold makes pod cold-N (N counting from 1, its UID u-cold-N) of

@@ -134,6 +134,11 @@ func (t *timedClaims) ClaimWarm(ctx context.Context, p pool.Pool, owner poolapi.
 	return t.Claims.ClaimWarm(ctx, p, owner, wait, fit)
 }
 
+func (t *timedClaims) ClaimStarting(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (*poolapi.Pod, error) {
+	defer t.d.Span("claim a starting pod, wait Ready", t.d.Now())
+	return t.Claims.ClaimStarting(ctx, p, owner, why, timeout)
+}
+
 func (t *timedClaims) CreateCold(ctx context.Context, p pool.Pool, owner poolapi.Owner, why pool.Cold, timeout time.Duration) (poolapi.Pod, error) {
 	defer t.d.Span("create cold pod, wait Ready", t.d.Now())
 	return t.Claims.CreateCold(ctx, p, owner, why, timeout)

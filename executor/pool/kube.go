@@ -354,11 +354,23 @@ const (
 // carries metadata.resourceVersion is refused with 409 when it differs).
 // waited is how long the driver has looked so far (poolapi.AnnotationClaimWait).
 func (k *Cluster) claim(ctx context.Context, pod *corev1.Pod, owner poolapi.Owner, waited time.Duration) (*corev1.Pod, error) {
+	ann := poolapi.BusyDisruption()
+	ann[poolapi.AnnotationClaimWait] = strconv.FormatInt(waited.Milliseconds(), 10)
+	return k.claimAnnotated(ctx, pod, owner, ann)
+}
+
+// claimAs is claim for a pod that was not Ready (ClaimStarting): a cold
+// start of reason why, which carries the claim wait.
+func (k *Cluster) claimAs(ctx context.Context, pod *corev1.Pod, owner poolapi.Owner, why Cold) (*corev1.Pod, error) {
+	return k.claimAnnotated(ctx, pod, owner, why.annotations())
+}
+
+// claimAnnotated is the claim's patch, with ann and the claim's time
+// (poolapi.AnnotationClaimedAt).
+func (k *Cluster) claimAnnotated(ctx context.Context, pod *corev1.Pod, owner poolapi.Owner, ann map[string]string) (*corev1.Pod, error) {
 	l := owner.Labels()
 	l[poolapi.LabelState] = poolapi.StateClaimed
-	ann := poolapi.BusyDisruption()
 	ann[poolapi.AnnotationClaimedAt] = time.Now().UTC().Format(time.RFC3339Nano)
-	ann[poolapi.AnnotationClaimWait] = strconv.FormatInt(waited.Milliseconds(), 10)
 	patch := map[string]any{"metadata": map[string]any{
 		"resourceVersion": pod.ResourceVersion,
 		"labels":          l,
