@@ -23,7 +23,9 @@ import (
 // ReplicaSet replaces the claimed pod either way).
 //
 // Candidates are p's idle pods of p's configuration that are scheduled
-// (spec.nodeName set: an unschedulable pod may wait for ever), not Ready,
+// (spec.nodeName set: an unschedulable pod may wait for ever), younger
+// than the pool's typical start (typicalStart, when a pod of the pool is
+// Ready to measure it by), not Ready,
 // not being deleted, not retiring, not resized by a claimer, and with no
 // container stuck in a state that does not clear by itself (stuck). The
 // oldest goes first; a conflict (another claimer, or the kubelet's status
@@ -44,9 +46,12 @@ func (k *Cluster) ClaimStarting(ctx context.Context, p Pool, owner poolapi.Owner
 	if err != nil {
 		return nil, fmt.Errorf("list pods %s: %w", sel, err)
 	}
+	typical, known := typicalStart(list.Items)
+	now := time.Now()
 	var starting []*corev1.Pod
 	for i := range list.Items {
-		if pod := &list.Items[i]; p.startingClaimable(pod) {
+		pod := &list.Items[i]
+		if p.startingClaimable(pod) && (!known || now.Sub(pod.CreationTimestamp.Time) < typical) {
 			starting = append(starting, pod)
 		}
 	}
@@ -72,6 +77,32 @@ func (k *Cluster) ClaimStarting(ctx context.Context, p Pool, owner poolapi.Owner
 		return out, nil
 	}
 	return nil, nil
+}
+
+// typicalStart is the median start (creation to Ready) of the Ready pods
+// among pods, false when none is Ready. A starting pod older than that is
+// a slow one (an image pulled from afar, a busy node): pod starts have a
+// long tail, so the longer a pod has been starting the longer it is
+// likely still to take, and a cold pod made now is likely Ready sooner
+// (the simulator's cold jobs waited longer when they took such pods:
+// bench/pools-sim.md).
+func typicalStart(pods []corev1.Pod) (time.Duration, bool) {
+	var starts []time.Duration
+	for i := range pods {
+		if !PodReady(&pods[i]) {
+			continue
+		}
+		for _, c := range pods[i].Status.Conditions {
+			if c.Type == corev1.PodReady && !c.LastTransitionTime.IsZero() {
+				starts = append(starts, c.LastTransitionTime.Sub(pods[i].CreationTimestamp.Time))
+			}
+		}
+	}
+	if len(starts) == 0 {
+		return 0, false
+	}
+	slices.Sort(starts)
+	return starts[len(starts)/2], true
 }
 
 // startingClaimable tells whether ClaimStarting may take pod: what

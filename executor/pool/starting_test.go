@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +112,42 @@ func TestClaimStartingNotReadyInTime(t *testing.T) {
 	assert.True(t, errors.Is(err, ErrNotReady), "%v", err)
 	assert.Nil(t, got)
 	assert.Contains(t, verbs(cs), "delete slow")
+}
+
+// A starting pod older than the pool's typical start (the median start of
+// its Ready pods) is a slow one: passed over, for a younger one or, with
+// none, for a cold pod.
+func TestClaimStartingPassesOverSlowPods(t *testing.T) {
+	readyAfter := func(name string, start time.Duration) *corev1.Pod {
+		p := readyPod(name, "1", true)
+		created := time.Now().Add(-time.Hour)
+		p.CreationTimestamp = metav1.NewTime(created)
+		p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(created.Add(start))
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pods []k8sruntime.Object
+		want string // "": none claimed
+	}{
+		{"overdue and young: the young one", []k8sruntime.Object{readyAfter("r1", 10*time.Second), readyAfter("r2", 8*time.Second), readyAfter("r3", 30*time.Second),
+			startingPod("overdue", 20*time.Second, "n1", nil), startingPod("young", 3*time.Second, "n1", nil)}, "young"},
+		{"only overdue: none", []k8sruntime.Object{readyAfter("r1", 10*time.Second), startingPod("overdue", 20*time.Second, "n1", nil)}, ""},
+		{"no Ready pod to measure by: the oldest", []k8sruntime.Object{startingPod("overdue", 20*time.Second, "n1", nil), startingPod("young", 3*time.Second, "n1", nil)}, "overdue"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cs, k := fakeAPI(tc.pods...)
+			p := Pool{Name: "alpine", HashLabel: poolapi.LabelConfig, Hash: "h"}
+			// Not Ready in time: what was claimed is then deleted, which
+			// names it.
+			_, err := k.ClaimStarting(context.Background(), p, poolapi.Owner{Job: "7"}, Cold{Reason: poolapi.ColdNoIdle}, 10*time.Millisecond)
+			if tc.want == "" {
+				require.NoError(t, err)
+				assert.NotContains(t, strings.Join(verbs(cs), " "), "patch")
+				return
+			}
+			require.ErrorIs(t, err, ErrNotReady)
+			assert.Contains(t, verbs(cs), "delete "+tc.want)
+		})
+	}
 }

@@ -137,6 +137,12 @@ type Result struct {
 	IdlePodSeconds, StartingPodSeconds float64
 	// PodsMade counts every pod created: pool pods and cold pods.
 	PodsMade int
+	// ColdStarts counts the cold jobs; TookStarting those among them that
+	// took a pool pod that was starting (claimStarting) rather than a
+	// cold pod of their own; ColdWaitSeconds sums the cold jobs' waits
+	// (the warm wait, then until their pod is Ready).
+	ColdStarts, TookStarting int
+	ColdWaitSeconds          float64
 	// ScaleUps and ScaleDowns count the changes of the pools' replicas;
 	// Removed the pool pods a scale-down (or a pool's removal) took away
 	// without a job: made for nothing.
@@ -282,7 +288,11 @@ type pod struct {
 	readyAt  time.Time
 	ready    bool
 	reserved *Job // a driver waits for it (its warm wait)
-	gone     bool
+	// late: reserved's driver claimed it while it was starting, after
+	// its warm wait (ClaimStarting): the job is a cold start, counted and
+	// busy from the claim, and the pod has left the ReplicaSet.
+	late bool
+	gone bool
 }
 
 type evKind int
@@ -412,6 +422,9 @@ func (w *world) handle(e event) {
 	case evReady:
 		w.ready(e.pod)
 	case evCold:
+		if p := w.pools[e.job.Image]; p != nil && w.claimStarting(p, e.job) {
+			return
+		}
 		w.cold(e.job, w.pools[e.job.Image] != nil)
 	case evEnd:
 		w.busy--
@@ -516,6 +529,54 @@ func (w *world) arrive(j *Job) {
 	w.push(event{at: w.now.Add(w.cfg.WarmWait), kind: evCold, job: j})
 }
 
+// claimStarting is the driver's claim after its warm wait
+// (executor/pool.Cluster.ClaimStarting): the pool's pod that has been
+// starting the longest, but less than the pool's typical start, not
+// already waited for, is claimed for j and
+// leaves the ReplicaSet, which makes another; j is a cold start, demand
+// on the pool as a cold pod is, and runs once that pod is Ready. False
+// when no pod of p is starting.
+func (w *world) claimStarting(p *pool, j *Job) bool {
+	// Only a pod younger than the pool's typical start: one past it is
+	// slow (a start drawn from the long tail), and a cold pod made now is
+	// likely Ready sooner.
+	typical := p.start()
+	var oldest *pod
+	for _, pd := range p.rs {
+		if !pd.ready && pd.reserved == nil && w.now.Sub(pd.created) < typical && (oldest == nil || pd.created.Before(oldest.created)) {
+			oldest = pd
+		}
+	}
+	if oldest == nil {
+		return false
+	}
+	oldest.reserved, oldest.late = j, true
+	w.coldWait(w.cfg.WarmWait+oldest.readyAt.Sub(w.now), true)
+	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == oldest })
+	w.countJob(j, false)
+	w.busy++
+	w.push(event{at: oldest.readyAt.Add(j.Hold), kind: evEnd})
+	if p.sized {
+		p.colds = append(p.colds, w.now)
+		p.last = w.now
+	}
+	w.reconcileRS(p)
+	w.batch()
+	return true
+}
+
+// coldWait counts a cold job that waited wait, from Config.From on.
+func (w *world) coldWait(wait time.Duration, tookStarting bool) {
+	if w.now.Before(w.from) {
+		return
+	}
+	w.res.ColdStarts++
+	w.res.ColdWaitSeconds += wait.Seconds()
+	if tookStarting {
+		w.res.TookStarting++
+	}
+}
+
 // claim gives pd to j: it leaves the ReplicaSet, which makes another.
 func (w *world) claim(p *pool, pd *pod, j *Job) {
 	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
@@ -535,6 +596,11 @@ func (w *world) cold(j *Job, demand bool) {
 	w.countJob(j, false)
 	w.res.PodsMade++
 	start := w.podStart()
+	wait := start
+	if p := w.pools[j.Image]; p != nil {
+		wait += w.cfg.WarmWait
+	}
+	w.coldWait(wait, false)
 	w.busy++
 	w.push(event{at: w.now.Add(start + j.Hold), kind: evEnd})
 	if p := w.pools[j.Image]; p != nil && demand && p.sized {
@@ -558,6 +624,9 @@ func (w *world) ready(pd *pod) {
 	}
 	pd.ready = true
 	pd.pool.addStart(pd.readyAt.Sub(pd.created))
+	if pd.late {
+		return // its job was counted at the claim, and runs from now
+	}
 	if j := pd.reserved; j != nil {
 		pd.reserved = nil
 		w.claim(pd.pool, pd, j)

@@ -201,6 +201,13 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 		return fmt.Sprintf("**%.0f** (%.2f×)", r.IdlePodSeconds/3600, r.IdlePodSeconds/p.result[0].IdlePodSeconds)
 	})
 	row("starting pod-hours", func(r poolsim.Result) string { return fmt.Sprintf("%.1f", r.StartingPodSeconds/3600) })
+	row("cold jobs: took a starting pool pod / all; their mean wait", func(r poolsim.Result) string {
+		mean := 0.0
+		if r.ColdStarts > 0 {
+			mean = r.ColdWaitSeconds / float64(r.ColdStarts)
+		}
+		return fmt.Sprintf("%d / %d; %.1f s", r.TookStarting, r.ColdStarts, mean)
+	})
 	row("pods made / jobs (all days)", func(r poolsim.Result) string {
 		return fmt.Sprintf("%d / %d = %.2f×", r.PodsMade, len(p.jobs), float64(r.PodsMade)/float64(len(p.jobs)))
 	})
@@ -254,7 +261,7 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 	fmt.Fprintf(w, "\n## How it is modelled\n\n")
 	fmt.Fprintf(w, "- The controller's figures are package `sizing`'s own: `Decide` (with the learned `Profile`'s forecast and the keep-alive), `Share` over the budget, `DefaultDiscovery`. Its decisions run %s after each claim and every %s, as `pools.Controller`'s (Batch, Resync).\n", cfg.Batch, cfg.Resync)
 	fmt.Fprintf(w, "- What the controller's Kubernetes side does is modelled: a ReplicaSet makes a pool's missing pods at once (a claimed pod leaves it), a scale-down removes pods not Ready first, then the youngest, never one a driver waits for. The budget's in-flight rule (`pools/budget.go`) is not.\n")
-	fmt.Fprintf(w, "- A driver claims a Ready idle pod at once, or the first that becomes Ready within its warm wait, else makes a cold pod after the warm wait (at once without a pool). A driver that waits reserves its pod: real drivers race for it, and the loser lists again.\n")
+	fmt.Fprintf(w, "- A driver claims a Ready idle pod at once, or the first that becomes Ready within its warm wait, else, after the warm wait, claims the pool's pod that has been starting the longest and waits until it is Ready (a cold start, but no pod made for it: `ClaimStarting`), else makes a cold pod (at once without a pool). A driver that waits reserves its pod: real drivers race for it, and the loser lists again.\n")
 	fmt.Fprintf(w, "- Idle pod-seconds count Ready unclaimed pool pods, as `make bench-pools` does; starting pods apart.\n")
 }
 
