@@ -497,3 +497,40 @@ func TestGitLabPoolsFromAFile(t *testing.T) {
 	assert.Contains(t, tr, "JOB-OUTPUT: from a file")
 	waitIdle(t, p.ns, 1, 2*time.Minute)
 }
+
+// TestGitLabTakesAStartingPod: a job that finds no Ready pod within its
+// warm wait takes the pool's pod that is starting (claimed as a cold
+// start, waited for until Ready) rather than a cold pod of its own (issue
+// 41). The pool's pods take about 15 s to be Ready (a readiness probe's
+// initial delay, as a slow image pull would); another job's claim of the
+// one Ready pod (a label, as a claim writes it) makes the ReplicaSet
+// start its replacement, and the job arrives while that one starts.
+func TestGitLabTakesAStartingPod(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy/kube-e2e/pool.yaml"))
+	require.NoError(t, err)
+	probe := "exec: {command: [\"/warmpod/warmpod\", \"probe\", \"ready\"]}\n          periodSeconds: 1\n"
+	require.Contains(t, string(b), probe)
+	slow := strings.Replace(string(b), probe, probe+"          initialDelaySeconds: 15\n", 1)
+	file := filepath.Join(t.TempDir(), "slow-pool.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(slow), 0o644))
+	p := newPool(t, poolOpts{replicas: 1, poolFile: file})
+
+	ready := waitIdle(t, p.ns, 1, time.Minute)
+	out, err := exec.Command(kubectl, "label", "-n", p.ns, "pod", ready[0].Metadata.Name, "--overwrite",
+		"warmpod.dev/state=claimed", "warmpod.dev/job=another-job").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	began := time.Now()
+	r := p.runJob(t, jobOpts{id: 1501, script: []string{`echo "JOB-OUTPUT: ran"`}})
+	require.Equal(t, 0, r.exit, r.String())
+	tr := traceText(r.trace)
+	kind, pod := podOf(t, tr)
+	assert.Equal(t, "cold", kind, "a starting pod is a cold start")
+	assert.NotEqual(t, ready[0].Metadata.Name, pod)
+	assert.NotContains(t, pod, "-cold-", "no pod made for the job")
+	took := regexp.MustCompile(`no warm pod of pool busybox \(config \S+\) is Ready: took pod ` + regexp.QuoteMeta(pod) + `, which was starting, Ready after \d+ ms`).FindString(tr)
+	assert.NotEmpty(t, took, tr)
+	t.Logf("the trace: %s", took)
+	assert.NotContains(t, tr, "creating a cold pod")
+	assert.Contains(t, tr, "JOB-OUTPUT: ran")
+	t.Logf("job with a starting pod: %s from the claim of the Ready pod to the job's end", time.Since(began).Round(time.Millisecond))
+}
