@@ -178,31 +178,55 @@ func TestSelfDeletedPodWaitsForTheKubelet(t *testing.T) {
 	}
 }
 
-// The kubelet's SIGTERM may come while PID 1 still drains (the executor
-// deleted the pod as the job ended): the kubelet sends it once, so PID 1
-// does not wait for another after deleting its pod. Here it comes as the
-// drain's shutdown reaches the `warmpod job end` client that ended the
-// last job (which survives its TERM until the SIGKILL a second later).
-func TestSIGTERMWhileDrainingIsTheKubeletsStop(t *testing.T) {
+// The kubelet's stop signal may come while PID 1 still drains (the
+// executor deleted the pod as the job ended): the kubelet sends it once,
+// so PID 1 does not wait for another after deleting its pod. Here it
+// comes as the drain's shutdown reaches the `warmpod job end` client that
+// ended the last job (which survives its TERM until the SIGKILL a second
+// later): SIGTERM, or an image's own STOPSIGNAL (nginx's SIGQUIT).
+func TestStopSignalWhileDrainingIsTheKubeletsStop(t *testing.T) {
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGQUIT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWorld()
+				w.podGoes = true
+				p := startPodIn(t, Config{Grace: 10 * time.Second, MaxJobs: 1}, w, nil)
+				_, err := p.s.StartJob(spec("a"))
+				require.NoError(t, err)
+				client := w.spawn(1, 0, "warmpod")
+				w.mu.Lock()
+				w.clients[client] = true
+				w.mu.Unlock()
+				w.trap(client, func(w *world, pid int) { p.sigs <- sig })
+				_, err = p.s.EndJob("a", 0)
+				require.NoError(t, err)
+				drained := time.Now()
+				assert.Equal(t, 0, p.exitCode(), "a max-jobs drain, signalled after it began")
+				assert.Less(t, time.Since(drained), deletedWait, "no wait for a second stop signal after the deletion")
+				require.Len(t, w.terminated, 1)
+				assert.Equal(t, "max-jobs", w.terminated[0].Reason)
+				assert.Equal(t, 1, w.deleted)
+			})
+		})
+	}
+}
+
+// While it waits for the kubelet after deleting its pod, PID 1 stays live
+// to the liveness probe: a kubelet slow to see the deletion would
+// otherwise restart the container.
+func TestLiveWhileAwaitingTheKubelet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := newWorld()
 		w.podGoes = true
-		p := startPodIn(t, Config{Grace: 10 * time.Second, MaxJobs: 1}, w, nil)
+		p := startPodIn(t, Config{Grace: time.Second, MaxJobs: 1}, w, nil)
 		_, err := p.s.StartJob(spec("a"))
 		require.NoError(t, err)
-		client := w.spawn(1, 0, "warmpod")
-		w.mu.Lock()
-		w.clients[client] = true
-		w.mu.Unlock()
-		w.trap(client, func(w *world, pid int) { p.sigs <- unix.SIGTERM })
 		_, err = p.s.EndJob("a", 0)
 		require.NoError(t, err)
-		drained := time.Now()
-		assert.Equal(t, 0, p.exitCode(), "a max-jobs drain, SIGTERMed after it began")
-		assert.Less(t, time.Since(drained), deletedWait, "no wait for a second SIGTERM after the deletion")
-		require.Len(t, w.terminated, 1)
-		assert.Equal(t, "max-jobs", w.terminated[0].Reason)
-		assert.Equal(t, 1, w.deleted)
+		synctest.Wait()
+		time.Sleep(deletedWait - time.Second)
+		assert.NoError(t, p.s.Live())
+		assert.Equal(t, 0, p.exitCode())
 	})
 }
 

@@ -205,7 +205,11 @@ func (s *Supervisor) syncForward() {
 
 // onSignal is the loop's part of a signal, after forward.
 func (s *Supervisor) onSignal(r received) {
-	if r.sig == unix.SIGTERM {
+	if stopsDeleted(r.sig) && (r.sig == unix.SIGTERM || s.ls.draining()) {
+		// Any signal that could be the container's stop signal (an
+		// image's STOPSIGNAL may be SIGQUIT, as nginx's is) counts
+		// while draining; before the drain only SIGTERM, the one that
+		// drains.
 		s.ls.termSeen = true
 	}
 	switch sig := r.sig; {

@@ -29,10 +29,11 @@ type loopState struct {
 	// drain (the shutdown is queued), shutdown (its worker starts) and the
 	// shutdown's continuation (the loop ends).
 	pod podPhase
-	// termSeen: a SIGTERM reached the loop, draining or not. Once PID 1
-	// has deleted its own pod it waits for the kubelet's stop signal
-	// (awaitStop) unless that signal has come already: the kubelet sends
-	// it once.
+	// termSeen: a SIGTERM reached the loop, or while it drained any
+	// signal that may be a container's stop signal (stopsDeleted). Once
+	// PID 1 has deleted its own pod it waits for the kubelet's stop
+	// signal (awaitStop) unless that signal has come already: the kubelet
+	// sends it once.
 	termSeen bool
 	// job is the job holding the lease, nil when none. startJob sets it
 	// at the claim; it is cleared as the job reaches jobReleased: a failed
