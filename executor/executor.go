@@ -176,6 +176,7 @@ func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (po
 				cp = *pl.cold
 			}
 			why := pool.Cold{Reason: poolapi.ColdReleased, Waited: time.Since(began)}
+			coldTimeout := c.ReadyTimeout
 			switch {
 			case warm && p.Pending:
 				why.Reason = poolapi.ColdPending
@@ -190,6 +191,11 @@ func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (po
 					// the job's cold pod would differ from the pool's.
 					t0 := time.Now()
 					sp, err := c.Claims.ClaimStarting(ctx, p, job.Owner, why, c.ReadyTimeout)
+					// A cold pod after a starting one that was not
+					// Ready gets what is left of the ready timeout (a
+					// quarter of it at least): the job waits for one
+					// pod's start, not two.
+					coldTimeout = max(c.ReadyTimeout-time.Since(t0), c.ReadyTimeout/4)
 					switch {
 					case err != nil:
 						fmt.Fprintf(c.Log, "warmpod: a starting pod of pool %s: %v\n", p.Name, err)
@@ -206,7 +212,7 @@ func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (po
 				fmt.Fprintf(c.Log, "warmpod: no pool runs image %s as this job asks: creating a cold pod from pool %s's template\n", p.Image, p.Name)
 			}
 			if pod == nil {
-				cold, err := c.Claims.CreateCold(ctx, cp, job.Owner, why, c.ReadyTimeout)
+				cold, err := c.Claims.CreateCold(ctx, cp, job.Owner, why, coldTimeout)
 				if err != nil {
 					return poolapi.Pod{}, &session.SystemError{Err: err}
 				}

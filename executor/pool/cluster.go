@@ -2,8 +2,10 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -71,6 +73,7 @@ func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 			set.Warnings = append(set.Warnings, err.Error())
 			continue
 		}
+		p.PodStart = controllerPodStart(d)
 		if p.HashLabel == poolapi.LabelConfig {
 			// A hash computed from the live template (with the API
 			// server's defaults filled in) never equals one computed from
@@ -128,4 +131,18 @@ func currentHash(d *appsv1.Deployment, rsets []appsv1.ReplicaSet) string {
 		}
 	}
 	return ""
+}
+
+// controllerPodStart is the pod start the pool controller measured for
+// d's pods and wrote in its sizing status (poolapi.AnnotationSizing,
+// field podStartSeconds, seconds); 0 when there is none or it does not
+// parse: advice, never a reason to fail.
+func controllerPodStart(d *appsv1.Deployment) time.Duration {
+	var st struct {
+		PodStart float64 `json:"podStartSeconds"`
+	}
+	if json.Unmarshal([]byte(d.Annotations[poolapi.AnnotationSizing]), &st) != nil || !(st.PodStart > 0 && st.PodStart < 3600) {
+		return 0
+	}
+	return time.Duration(st.PodStart * float64(time.Second))
 }

@@ -500,6 +500,9 @@ func (k *Cluster) waitReady(ctx context.Context, pod *corev1.Pod, timeout time.D
 var stuckReasons = map[string]bool{
 	"ErrImageNeverPull": true, "InvalidImageName": true, "ImagePullBackOff": true,
 	"ErrImagePull": true, "CreateContainerConfigError": true, "CreateContainerError": true,
+	// A pool pod's (restartPolicy Always) container that keeps exiting: a
+	// cold pod (restartPolicy Never) fails instead.
+	"CrashLoopBackOff": true,
 }
 
 // stuck names the first container (init containers included) that waits

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -64,6 +65,11 @@ type Pool struct {
 	Pending bool
 	// Template is the pod template, labels included.
 	Template corev1.PodTemplateSpec
+	// PodStart is the pool controller's measured start of the pool's pods
+	// (creation to Ready: podStartSeconds of poolapi.AnnotationSizing),
+	// 0 when unknown (no controller, a pool from a manifest). Read by
+	// ClaimStarting.
+	PodStart time.Duration
 }
 
 // Set is the pools of a manifest; the first is the default, whose

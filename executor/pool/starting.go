@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -15,28 +16,35 @@ import (
 )
 
 // ClaimStarting claims the idle pod of p that has been starting the
-// longest and waits up to timeout for it to be Ready. A job that found no
-// Ready pod within its warm wait takes it rather than a cold pod of its
-// own: a pod of the same template that started earlier, on a node already
-// chosen, is Ready sooner than one created now, and no pod is made for
-// the job (a cold pod is one pod more than the jobs run; the pool's
-// ReplicaSet replaces the claimed pod either way).
+// longest and waits for it to be Ready. A job that found no Ready pod
+// within its warm wait takes it rather than a cold pod of its own: a pod
+// of the same template that started earlier, on a node already chosen, is
+// Ready sooner than one created now, and no pod is made for the job (the
+// pool's ReplicaSet replaces the claimed pod either way).
 //
-// Candidates are p's idle pods of p's configuration that are scheduled
-// (spec.nodeName set: an unschedulable pod may wait for ever), younger
-// than the pool's typical start (typicalStart, when a pod of the pool is
-// Ready to measure it by), not Ready,
-// not being deleted, not retiring, not resized by a claimer, and with no
-// container stuck in a state that does not clear by itself (stuck). The
-// oldest goes first; a conflict (another claimer, or the kubelet's status
-// write) moves on to the next. The claim is annotated as a cold start of
-// reason why (poolapi.ColdNoIdle): the job was not warm, and the pool
-// controller counts it as demand its pool did not meet, as it counts a
-// cold pod, while the claim time is the patch's (AnnotationClaimedAt).
+// Candidates are p's idle pods of p's configuration that are starting for
+// the first time: scheduled (spec.nodeName set: an unschedulable pod may
+// wait for ever), not Ready and never Ready before (a pod past its idle
+// deadline's readiness margin is draining, not starting), no container
+// restarted or stuck in a state that does not clear by itself (stuck, or
+// crash-looping), not being deleted, not retiring, not resized by a
+// claimer; and younger than the pool's typical start (typicalStart): pod
+// starts have a long tail, so a pod past the typical start is likely a
+// slow one, and a cold pod made now likely Ready sooner. The oldest go
+// first, in random order among the first startingSpread so that claimers
+// at once spread out; a conflict (the kubelet's status write, or another
+// claimer) reads the pod again and claims it again while it is still a
+// candidate, claimTries times at most. The claim is annotated as a cold
+// start of reason why (poolapi.ColdNoIdle): the job was not warm, and the
+// pool controller counts it as demand its pool did not meet, as it counts
+// a cold pod, at the claim's time (poolapi.AnnotationClaimedAt).
 //
-// It returns nil, nil when no pod is starting. A claimed pod that fails
-// or is not Ready within timeout is deleted and an error wrapping
-// ErrNotReady returned; the caller then makes a cold pod.
+// The wait is timeout at most, as a cold pod's (a pod whose container
+// waits for a reason that does not clear by itself, crash-looping
+// included, fails at once: stuck). It returns nil, nil when no pod is a
+// candidate. A claimed pod that fails or is not Ready in time is deleted
+// and an error wrapping ErrNotReady returned; the caller then makes a
+// cold pod.
 func (k *Cluster) ClaimStarting(ctx context.Context, p Pool, owner poolapi.Owner, why Cold, timeout time.Duration) (*poolapi.Pod, error) {
 	if p.Pending {
 		return nil, nil
@@ -46,7 +54,10 @@ func (k *Cluster) ClaimStarting(ctx context.Context, p Pool, owner poolapi.Owner
 	if err != nil {
 		return nil, fmt.Errorf("list pods %s: %w", sel, err)
 	}
-	typical, known := typicalStart(list.Items)
+	typical, known := p.PodStart, p.PodStart > 0
+	if !known {
+		typical, known = typicalStart(list.Items)
+	}
 	now := time.Now()
 	var starting []*corev1.Pod
 	for i := range list.Items {
@@ -58,13 +69,15 @@ func (k *Cluster) ClaimStarting(ctx context.Context, p Pool, owner poolapi.Owner
 	slices.SortStableFunc(starting, func(a, b *corev1.Pod) int {
 		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
 	})
+	spread := min(len(starting), startingSpread)
+	rand.Shuffle(spread, func(i, j int) { starting[i], starting[j] = starting[j], starting[i] })
 	for _, pod := range starting {
-		claimed, err := k.claimAs(ctx, pod, owner, why)
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			continue
-		}
+		claimed, err := k.claimStartingPod(ctx, p, pod, owner, why)
 		if err != nil {
-			return nil, fmt.Errorf("claim starting pod %s: %w", pod.Name, err)
+			return nil, err
+		}
+		if claimed == nil {
+			continue // another claimer's, or no longer starting
 		}
 		out := claimedPod(claimed, p, nil)
 		out.Warm = false
@@ -79,13 +92,41 @@ func (k *Cluster) ClaimStarting(ctx context.Context, p Pool, owner poolapi.Owner
 	return nil, nil
 }
 
+// startingSpread is how many of the oldest starting pods ClaimStarting
+// tries in random order: claimers that come at once (a burst that emptied
+// the pool) spread over them instead of all patching the oldest.
+const startingSpread = 4
+
+// claimStartingPod claims pod as ClaimStarting does: after a conflict it
+// reads the pod again, and claims it again while it is still a candidate
+// (a starting pod's status changes often). Nil, nil: no longer a
+// candidate, or gone.
+func (k *Cluster) claimStartingPod(ctx context.Context, p Pool, pod *corev1.Pod, owner poolapi.Owner, why Cold) (*corev1.Pod, error) {
+	for range claimTries {
+		claimed, err := k.claimAs(ctx, pod, owner, why)
+		switch {
+		case err == nil:
+			return claimed, nil
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case !apierrors.IsConflict(err):
+			return nil, fmt.Errorf("claim starting pod %s: %w", pod.Name, err)
+		}
+		if pod, err = k.CS.CoreV1().Pods(k.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return nil, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("read starting pod: %w", err)
+		}
+		if !p.startingClaimable(pod) {
+			return nil, nil
+		}
+	}
+	return nil, nil
+}
+
 // typicalStart is the median start (creation to Ready) of the Ready pods
-// among pods, false when none is Ready. A starting pod older than that is
-// a slow one (an image pulled from afar, a busy node): pod starts have a
-// long tail, so the longer a pod has been starting the longer it is
-// likely still to take, and a cold pod made now is likely Ready sooner
-// (the simulator's cold jobs waited longer when they took such pods:
-// bench/pools-sim.md).
+// among pods, false when none is Ready: ClaimStarting's measure when the
+// pool controller has written none (Pool.PodStart).
 func typicalStart(pods []corev1.Pod) (time.Duration, bool) {
 	var starts []time.Duration
 	for i := range pods {
@@ -106,11 +147,36 @@ func typicalStart(pods []corev1.Pod) (time.Duration, bool) {
 }
 
 // startingClaimable tells whether ClaimStarting may take pod: what
-// claimable asks but Ready, and scheduled with nothing stuck instead.
+// claimable asks but Ready, and starting for the first time instead.
 func (p Pool) startingClaimable(pod *corev1.Pod) bool {
 	return pod.Labels[poolapi.LabelPool] == p.Name && pod.Labels[poolapi.LabelState] == poolapi.StateIdle &&
 		pod.Labels[p.hashKey()] == p.Hash && pod.DeletionTimestamp == nil && !PodReady(pod) &&
 		pod.Annotations[poolapi.AnnotationRetiring] == "" && !resizedByClaimer(pod) &&
 		pod.Spec.NodeName != "" && (pod.Status.Phase == corev1.PodPending || pod.Status.Phase == corev1.PodRunning) &&
-		stuck(pod) == ""
+		stuck(pod) == "" && firstStart(pod)
+}
+
+// firstStart tells whether pod is starting for the first time: no
+// container has restarted (a crash loop, which the pool's restartPolicy
+// Always repeats for ever), and its Ready condition has not changed since
+// its containers started. A pod that was Ready and is no longer (warmpod
+// drops readiness --ready-margin before its idle deadline, then drains
+// and deletes itself) has its condition's last transition after its
+// containers' start.
+func firstStart(pod *corev1.Pod) bool {
+	var started time.Time
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.RestartCount > 0 {
+			return false
+		}
+		if r := c.State.Running; r != nil && r.StartedAt.After(started) {
+			started = r.StartedAt.Time
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && !started.IsZero() && c.LastTransitionTime.After(started) {
+			return false
+		}
+	}
+	return true
 }

@@ -425,7 +425,7 @@ func (w *world) handle(e event) {
 		if p := w.pools[e.job.Image]; p != nil && w.claimStarting(p, e.job) {
 			return
 		}
-		w.cold(e.job, w.pools[e.job.Image] != nil)
+		w.cold(e.job, w.pools[e.job.Image] != nil, w.cfg.WarmWait)
 	case evEnd:
 		w.busy--
 	case evSnapshot:
@@ -506,7 +506,7 @@ func (w *world) arrive(j *Job) {
 	p := w.pools[j.Image]
 	if p == nil {
 		w.finder.Cold(j.Image, w.now)
-		w.cold(j, false)
+		w.cold(j, false, 0)
 		return
 	}
 	var soonest *pod
@@ -534,8 +534,10 @@ func (w *world) arrive(j *Job) {
 // starting the longest, but less than the pool's typical start, not
 // already waited for, is claimed for j and
 // leaves the ReplicaSet, which makes another; j is a cold start, demand
-// on the pool as a cold pod is, and runs once that pod is Ready. False
-// when no pod of p is starting.
+// on the pool as a cold pod is, and runs once that pod is Ready. The
+// pool's typical start is the controller's measure, which the driver
+// reads from the pool's sizing status. False when no pod of p is
+// starting.
 func (w *world) claimStarting(p *pool, j *Job) bool {
 	// Only a pod younger than the pool's typical start: one past it is
 	// slow (a start drawn from the long tail), and a cold pod made now is
@@ -550,9 +552,9 @@ func (w *world) claimStarting(p *pool, j *Job) bool {
 	if oldest == nil {
 		return false
 	}
+	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == oldest })
 	oldest.reserved, oldest.late = j, true
 	w.coldWait(w.cfg.WarmWait+oldest.readyAt.Sub(w.now), true)
-	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == oldest })
 	w.countJob(j, false)
 	w.busy++
 	w.push(event{at: oldest.readyAt.Add(j.Hold), kind: evEnd})
@@ -592,15 +594,11 @@ func (w *world) claim(p *pool, pd *pod, j *Job) {
 }
 
 // cold makes a cold pod for j: demand on its pool when it has one.
-func (w *world) cold(j *Job, demand bool) {
+func (w *world) cold(j *Job, demand bool, waited time.Duration) {
 	w.countJob(j, false)
 	w.res.PodsMade++
 	start := w.podStart()
-	wait := start
-	if p := w.pools[j.Image]; p != nil {
-		wait += w.cfg.WarmWait
-	}
-	w.coldWait(wait, false)
+	w.coldWait(waited+start, false)
 	w.busy++
 	w.push(event{at: w.now.Add(start + j.Hold), kind: evEnd})
 	if p := w.pools[j.Image]; p != nil && demand && p.sized {
