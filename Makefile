@@ -260,7 +260,7 @@ bench-pools: image-tar ## pools that size themselves: a compressed working day (
 	WARMPOD_POOLS_BENCH=$(CURDIR)/bench/pools.md \
 	  $(GO) test -tags kube -count=1 -v -timeout 90m -run TestPoolsBench ./e2e/kube/
 
-bench-claims: build ## claims at scale: bursts of 10, 100, 300 and 1,000 warm claims in 10 s against 1,000 warm pods on hollow nodes, each a driver's (own client and TLS connection, the driver's ServiceAccount), listing the pool, taking the pool controller's offers (with the pools read and from a file), and with the controller down; latency, API requests, exactly-once (real API server, ~15 min) → bench/claims.md
+bench-claims: build ## claims at scale: bursts of 10, 100, 300 and 1,000 warm claims in 10 s against 1,000 warm pods on hollow nodes, each a driver's (own client and TLS connection, the driver's ServiceAccount), listing the pool, taking the pool controller's offers (with the pools read and from a file), with the controller down, and the floor (one pod write per claim on one connection); latency, API requests, exactly-once (real API server, ~15 min) → bench/claims.md
 	@set -e; \
 	if [ -z "$$KUBECONFIG" ]; then \
 	  $(SHARED)/kube-e2e/up.sh; KUBECONFIG=$(KUBE_STATE)/admin.kubeconfig; export KUBECONFIG; \
