@@ -133,11 +133,10 @@ const maxLease = 168 * time.Hour
 
 // acquire gets a pod for job and hands the job to it: a warm pod of
 // pl.pool when pl.warm and one is Ready within WarmWait (resized in place
-// to pl.resize and waited for: awaitFit), else (without a resize) the
-// pool's pod that has been starting the longest, waited for until Ready,
-// else a cold pod from pl.cold's template, or pl.pool's. A pod that refuses the job (75: busy or another
-// configuration; 69: draining) is deleted and the next one tried, five
-// times at most. Errors are *session.SystemError; a pod this call
+// to pl.resize and waited for: awaitFit), else (notWarm) the pool's pod
+// that is starting or a cold pod. A pod that refuses the job (75: busy or
+// another configuration; 69: draining) is deleted and the next one
+// tried, five times at most. Errors are *session.SystemError; a pod this call
 // claimed or created is deleted on failure.
 func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (poolapi.Pod, error) {
 	p, warm := pl.pool, pl.warm
@@ -171,52 +170,8 @@ func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (po
 			}
 		}
 		if pod == nil {
-			cp := p
-			if pl.cold != nil {
-				cp = *pl.cold
-			}
-			why := pool.Cold{Reason: poolapi.ColdReleased, Waited: time.Since(began)}
-			coldTimeout := c.ReadyTimeout
-			switch {
-			case warm && p.Pending:
-				why.Reason = poolapi.ColdPending
-				fmt.Fprintf(c.Log, "warmpod: pool %s is rolling out a new template and has no pod of it yet: creating a cold pod (image %s)\n", p.Name, p.Image)
-			case warm:
-				why.Reason = poolapi.ColdNoIdle
-				if pl.resize == nil && pl.cold == nil {
-					// A pod of the pool that is starting is Ready sooner
-					// than a cold pod made now, and makes no pod more.
-					// Not with a resize (a pod not yet Ready has no
-					// settled cgroup to resize: resizeSettle), nor when
-					// the job's cold pod would differ from the pool's.
-					t0 := time.Now()
-					sp, err := c.Claims.ClaimStarting(ctx, p, job.Owner, why, c.ReadyTimeout)
-					// A cold pod after a starting one that was not
-					// Ready gets what is left of the ready timeout (a
-					// quarter of it at least): the job waits for one
-					// pod's start, not two.
-					coldTimeout = max(c.ReadyTimeout-time.Since(t0), c.ReadyTimeout/4)
-					switch {
-					case err != nil:
-						fmt.Fprintf(c.Log, "warmpod: a starting pod of pool %s: %v\n", p.Name, err)
-					case sp != nil:
-						fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: took pod %s, which was starting, Ready after %d ms\n", p.Name, p.Hash, sp.Name, time.Since(t0).Milliseconds())
-						pod = sp
-					}
-				}
-				if pod == nil {
-					fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
-				}
-			case !released:
-				why.Reason = poolapi.ColdNoPool
-				fmt.Fprintf(c.Log, "warmpod: no pool runs image %s as this job asks: creating a cold pod from pool %s's template\n", p.Image, p.Name)
-			}
-			if pod == nil {
-				cold, err := c.Claims.CreateCold(ctx, cp, job.Owner, why, coldTimeout)
-				if err != nil {
-					return poolapi.Pod{}, &session.SystemError{Err: err}
-				}
-				pod = &cold
+			if pod, err = c.notWarm(ctx, pl, warm, released, job, began); err != nil {
+				return poolapi.Pod{}, err
 			}
 		}
 		if cl == nil {
@@ -244,6 +199,55 @@ func (c *Core) acquire(ctx context.Context, pl plan, job Job, out *Prepared) (po
 		fmt.Fprintf(c.Log, "warmpod: pod %s did not take the job (%s): trying another\n", pod.Name, msg)
 	}
 	return poolapi.Pod{}, session.Errorf("no pod took the job after 5 tries")
+}
+
+// notWarm gets a job its pod when it has no warm one (acquire): the
+// pool's pod that is starting, when the job's pod would be the pool's own
+// and one has just started, else a cold pod from pl.cold's template, or
+// pl.pool's, annotated with why it is cold. began is when acquire began.
+func (c *Core) notWarm(ctx context.Context, pl plan, warm, released bool, job Job, began time.Time) (*poolapi.Pod, error) {
+	p, cp := pl.pool, pl.pool
+	if pl.cold != nil {
+		cp = *pl.cold
+	}
+	why := pool.Cold{Reason: poolapi.ColdReleased, Waited: time.Since(began)}
+	coldTimeout := c.ReadyTimeout
+	switch {
+	case warm && p.Pending:
+		why.Reason = poolapi.ColdPending
+		fmt.Fprintf(c.Log, "warmpod: pool %s is rolling out a new template and has no pod of it yet: creating a cold pod (image %s)\n", p.Name, p.Image)
+	case warm:
+		why.Reason = poolapi.ColdNoIdle
+		if pl.resize == nil && pl.cold == nil {
+			// A pod of the pool that is starting is Ready sooner than a
+			// cold pod made now, and makes no pod more. Not with a resize
+			// (a pod not yet Ready has no settled cgroup to resize:
+			// resizeSettle), nor when the job's cold pod would differ
+			// from the pool's.
+			t0 := time.Now()
+			sp, err := c.Claims.ClaimStarting(ctx, p, job.Owner, why, c.ReadyTimeout)
+			switch {
+			case err != nil:
+				fmt.Fprintf(c.Log, "warmpod: a starting pod of pool %s: %v\n", p.Name, err)
+			case sp != nil:
+				fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: took pod %s, which was starting, Ready after %d ms\n", p.Name, p.Hash, sp.Name, time.Since(t0).Milliseconds())
+				return sp, nil
+			}
+			// A cold pod after a starting one that was not Ready gets
+			// what is left of the ready timeout (a quarter of it at
+			// least): the job waits for one pod's start, not two.
+			coldTimeout = max(c.ReadyTimeout-time.Since(t0), c.ReadyTimeout/4)
+		}
+		fmt.Fprintf(c.Log, "warmpod: no warm pod of pool %s (config %s) is Ready: creating a cold pod (image %s)\n", p.Name, p.Hash, p.Image)
+	case !released:
+		why.Reason = poolapi.ColdNoPool
+		fmt.Fprintf(c.Log, "warmpod: no pool runs image %s as this job asks: creating a cold pod from pool %s's template\n", p.Image, p.Name)
+	}
+	cold, err := c.Claims.CreateCold(ctx, cp, job.Owner, why, coldTimeout)
+	if err != nil {
+		return nil, &session.SystemError{Err: err}
+	}
+	return &cold, nil
 }
 
 // ErrNoFit, in an error of awaitFit, says that no pod of the pool can have
