@@ -134,6 +134,21 @@ func TestIdleDeadlineDrainsAndDeletesThePod(t *testing.T) {
 	})
 }
 
+// drainAfterOneJob runs a single-use pod (in t's bubble) through one job
+// until it has drained; its self-deletion answers goes (the pod is
+// going).
+func drainAfterOneJob(t *testing.T, goes bool) *pod {
+	w := newWorld()
+	w.podGoes = goes
+	p := startPodIn(t, Config{Grace: time.Second, MaxJobs: 1}, w, nil)
+	_, err := p.s.StartJob(spec("a"))
+	require.NoError(t, err)
+	_, err = p.s.EndJob("a", 0)
+	require.NoError(t, err)
+	synctest.Wait()
+	return p
+}
+
 // After deleting its own pod, PID 1 waits for the kubelet's stop signal
 // (at most deletedWait) instead of exiting: a container that exits before
 // the kubelet sees the deletion is restarted (restartPolicy Always).
@@ -156,14 +171,8 @@ func TestSelfDeletedPodWaitsForTheKubelet(t *testing.T) {
 			// the notes and the loop's end) is lost in one of these.
 			for range 20 {
 				synctest.Test(t, func(t *testing.T) {
-					w := newWorld()
-					w.podGoes = tc.goes
-					p := startPodIn(t, Config{Grace: time.Second, MaxJobs: 1}, w, nil)
-					_, err := p.s.StartJob(spec("a"))
-					require.NoError(t, err)
-					_, err = p.s.EndJob("a", 0)
-					require.NoError(t, err)
-					synctest.Wait()
+					p := drainAfterOneJob(t, tc.goes)
+					w := p.w
 					drained := time.Now()
 					if tc.send != nil {
 						time.Sleep(time.Second)
@@ -216,14 +225,7 @@ func TestStopSignalWhileDrainingIsTheKubeletsStop(t *testing.T) {
 // otherwise restart the container.
 func TestLiveWhileAwaitingTheKubelet(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := newWorld()
-		w.podGoes = true
-		p := startPodIn(t, Config{Grace: time.Second, MaxJobs: 1}, w, nil)
-		_, err := p.s.StartJob(spec("a"))
-		require.NoError(t, err)
-		_, err = p.s.EndJob("a", 0)
-		require.NoError(t, err)
-		synctest.Wait()
+		p := drainAfterOneJob(t, true)
 		time.Sleep(deletedWait - time.Second)
 		assert.NoError(t, p.s.Live())
 		assert.Equal(t, 0, p.exitCode())

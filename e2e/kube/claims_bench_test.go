@@ -263,33 +263,24 @@ func floorBurst(ctx context.Context, t *testing.T, sa, ns string, pods []corev1.
 	c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return &meterRT{m: &m, next: rt} }
 	cs, err := kubernetes.NewForConfig(c)
 	require.NoError(t, err)
-	n := len(pods)
-	res := make([]claimResult, n)
-	var wg sync.WaitGroup
-	t0 := time.Now()
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Until(t0.Add(time.Duration(i) * window / time.Duration(n))))
-			r := claimResult{job: fmt.Sprintf("claim-%d", i)}
-			began := time.Now()
-			l := poolapi.Owner{Job: r.job, Server: "0123456789abcdef"}.Labels()
-			l[poolapi.LabelState] = poolapi.StateClaimed
-			ann := poolapi.BusyDisruption()
-			ann[poolapi.AnnotationClaimedAt] = began.UTC().Format(time.RFC3339Nano)
-			ann[poolapi.AnnotationClaimWait] = "0"
-			b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": pods[i].ResourceVersion, "labels": l, "annotations": ann}})
-			_, r.err = cs.CoreV1().Pods(ns).Patch(ctx, pods[i].Name, types.MergePatchType, b, metav1.PatchOptions{})
-			r.total = time.Since(began)
-			r.claim = r.total
-			if r.err == nil {
-				r.pod = pods[i].Name
-			}
-			res[i] = r
-		}()
-	}
-	wg.Wait()
+	res := make([]claimResult, len(pods))
+	arrive(len(pods), window, func(i int) {
+		r := claimResult{job: fmt.Sprintf("claim-%d", i)}
+		began := time.Now()
+		l := poolapi.Owner{Job: r.job, Server: "0123456789abcdef"}.Labels()
+		l[poolapi.LabelState] = poolapi.StateClaimed
+		ann := poolapi.BusyDisruption()
+		ann[poolapi.AnnotationClaimedAt] = began.UTC().Format(time.RFC3339Nano)
+		ann[poolapi.AnnotationClaimWait] = "0"
+		b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": pods[i].ResourceVersion, "labels": l, "annotations": ann}})
+		_, r.err = cs.CoreV1().Pods(ns).Patch(ctx, pods[i].Name, types.MergePatchType, b, metav1.PatchOptions{})
+		r.total = time.Since(began)
+		r.claim = r.total
+		if r.err == nil {
+			r.pod = pods[i].Name
+		}
+		res[i] = r
+	})
 	// The one meter saw every claim's requests: they are counted on the
 	// first result, summarize averages them over the burst.
 	m.into(&res[0])
@@ -406,18 +397,24 @@ type claimResult struct {
 // the controller at offers when set, and returns their results.
 func claimBurst(ctx context.Context, sa, ns string, n int, window time.Duration, offers string, manifest *pool.Set) []claimResult {
 	res := make([]claimResult, n)
+	arrive(n, window, func(i int) {
+		res[i] = claimOnce(ctx, sa, ns, fmt.Sprintf("claim-%d", i), offers, manifest)
+	})
+	return res
+}
+
+// arrive runs claim(i) for i in [0, n), each on a goroutine of its own
+// at i×window/n from now, and returns when all have returned.
+func arrive(n int, window time.Duration, claim func(i int)) {
 	var wg sync.WaitGroup
 	t0 := time.Now()
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			time.Sleep(time.Until(t0.Add(time.Duration(i) * window / time.Duration(n))))
-			res[i] = claimOnce(ctx, sa, ns, fmt.Sprintf("claim-%d", i), offers, manifest)
-		}()
+			claim(i)
+		})
 	}
 	wg.Wait()
-	return res
 }
 
 // claimOnce is one driver's claim: its client as the driver makes it

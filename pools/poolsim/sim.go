@@ -552,18 +552,9 @@ func (w *world) claimStarting(p *pool, j *Job) bool {
 	if oldest == nil {
 		return false
 	}
-	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == oldest })
 	oldest.reserved, oldest.late = j, true
 	w.coldWait(w.cfg.WarmWait+oldest.readyAt.Sub(w.now), true)
-	w.countJob(j, false)
-	w.busy++
-	w.push(event{at: oldest.readyAt.Add(j.Hold), kind: evEnd})
-	if p.sized {
-		p.colds = append(p.colds, w.now)
-		p.last = w.now
-	}
-	w.reconcileRS(p)
-	w.batch()
+	w.take(p, oldest, j, false, oldest.readyAt.Add(j.Hold))
 	return true
 }
 
@@ -581,12 +572,23 @@ func (w *world) coldWait(wait time.Duration, tookStarting bool) {
 
 // claim gives pd to j: it leaves the ReplicaSet, which makes another.
 func (w *world) claim(p *pool, pd *pod, j *Job) {
+	w.take(p, pd, j, true, w.now.Add(j.Hold))
+}
+
+// take gives pd to j now, a warm claim or a cold start (claimStarting):
+// pd leaves the ReplicaSet, which makes another, j is busy until end, and
+// a sized pool records the claim or the cold start as its demand.
+func (w *world) take(p *pool, pd *pod, j *Job, warm bool, end time.Time) {
 	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
-	w.countJob(j, true)
+	w.countJob(j, warm)
 	w.busy++
-	w.push(event{at: w.now.Add(j.Hold), kind: evEnd})
+	w.push(event{at: end, kind: evEnd})
 	if p.sized {
-		p.claims = append(p.claims, w.now)
+		if warm {
+			p.claims = append(p.claims, w.now)
+		} else {
+			p.colds = append(p.colds, w.now)
+		}
 		p.last = w.now
 	}
 	w.reconcileRS(p)
