@@ -99,6 +99,18 @@ type Config struct {
 	// bench-pools replays a day compressed 150× whose pod starts are the
 	// cluster's, not compressed: on the day's clock they are 150× longer.
 	PodStartScale float64
+	// Unrefilled plays a claim path warmpod does not have, to measure it
+	// (a what-if, bench/pools-sim.md): a claim of a pod of a pool the
+	// controller sizes makes no replacement, since the pod leaves the
+	// pool's size with it; and a shrink leaves a pod above the decision
+	// until it has been Ready and unclaimed for SurplusIdle, as long as
+	// the pods so kept fit in what the budget's shares leave, so that a
+	// later claim takes it instead of a pod made for it. The real pools are
+	// Deployments, whose ReplicaSet replaces a claimed pod within
+	// milliseconds: this is what they would do if the controller made the
+	// pods above a pool's written floor itself.
+	Unrefilled  bool
+	SurplusIdle time.Duration
 }
 
 // DefaultConfig is the simulation of issue 41: 15 days from a Monday, the
@@ -253,6 +265,7 @@ type world struct {
 	pending   bool // a batched decision is queued
 	nextPod   int
 	busy      int // pods running a job
+	room      int // surplus pods a shrink may still keep (Unrefilled)
 }
 
 // pool is a pool Deployment, its ReplicaSet's pods and the controller's
@@ -580,6 +593,9 @@ func (w *world) claim(p *pool, pd *pod, j *Job) {
 // a sized pool records the claim or the cold start as its demand.
 func (w *world) take(p *pool, pd *pod, j *Job, warm bool, end time.Time) {
 	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
+	if w.cfg.Unrefilled && p.sized {
+		p.replicas = max(p.replicas-1, 0) // the pod takes its place with it
+	}
 	w.countJob(j, warm)
 	w.busy++
 	w.push(event{at: end, kind: evEnd})
@@ -711,6 +727,10 @@ func (w *world) decide() {
 		demands[i] = sizing.Demand{Name: name, Desired: decs[i].Idle, Min: per.Min, RecentClaims: decs[i].Terms.Demand, Expected: decs[i].Terms.Profile}
 	}
 	shares := sizing.Share(sizing.Budget{Pods: w.cfg.Budget}, demands)
+	w.room = w.cfg.Budget
+	for _, n := range shares {
+		w.room -= n
+	}
 	for i, name := range names {
 		p := w.pools[name]
 		w.size(p, shares[i])
@@ -755,6 +775,10 @@ func (w *world) size(p *pool, n int) {
 				break
 			}
 			if pd.reserved != nil {
+				continue
+			}
+			if w.cfg.Unrefilled && w.room > 0 && (!pd.ready || w.now.Sub(pd.readyAt) < w.cfg.SurplusIdle) {
+				w.room-- // kept for a later claim, within the budget
 				continue
 			}
 			pd.gone = true
