@@ -147,8 +147,9 @@ func (c *Core) warn(format string, a ...any) {
 	fmt.Fprintf(c.Log, "warmpod: WARNING: %s\n", msg)
 }
 
-// fit plans res and caps, the job's resources over pl.pool's: its cold pod's
-// template gets them (cold); a warm pod whose container has other cpu or
+// fit plans res and caps, the job's resources over pl.pool's: when they
+// change the pool's pod, its cold pod's template gets them (cold); a warm
+// pod whose container has other cpu or
 // memory is resized in place as it is claimed (resize). A change the
 // kubelet cannot make in place (ephemeral storage) skips the warm pool.
 // Errors, before anything is claimed: a request above its limit once
@@ -182,8 +183,14 @@ func (c *Core) fit(ctx context.Context, pl plan, res *corev1.ResourceRequirement
 	if err != nil {
 		return pl, err
 	}
-	pl.cold, pl.unchecked = &cold, unchecked
+	pl.unchecked = unchecked
 	inPlace, needCold := resizeNeeds(have, &want)
+	if inPlace || needCold {
+		// Only a pod that differs from the pool's has a template of its
+		// own: a job whose figures come out as the pool's gets the pool's
+		// pod, and may take one that is starting (Core.notWarm).
+		pl.cold = &cold
+	}
 	switch {
 	case needCold:
 		if pl.warm {

@@ -97,6 +97,13 @@ func TestPrepareFitsAsTheAPIServerStoresIt(t *testing.T) {
 // job takes the pool's pod that is starting rather than a cold pod of its
 // own, unless the job's pod must differ from the pool's (a resize, a cold
 // template); a starting pod not Ready in time leaves a cold pod.
+// podRes is requests of cpu and memory.
+func podRes(cpu, memory string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}}
+}
+
+func ptr[T any](v T) *T { return &v }
+
 func TestPrepareTakesAStartingPod(t *testing.T) {
 	notReady := errors.New("pod s1 after 5m0s: not Ready")
 	for _, tc := range []struct {
@@ -104,7 +111,9 @@ func TestPrepareTakesAStartingPod(t *testing.T) {
 		starting []poolapi.Pod
 		err      error
 		caps     corev1.ResourceList
-		want     string // the job's pod
+		res      *corev1.ResourceRequirements // the job's
+		tmpl     corev1.ResourceRequirements  // the pool's
+		want     string                       // the job's pod
 		log      string
 	}{
 		{name: "a starting pod", starting: []poolapi.Pod{{Name: "s1", Pool: "p"}}, want: "s1",
@@ -113,6 +122,12 @@ func TestPrepareTakesAStartingPod(t *testing.T) {
 		{name: "not Ready in time: cold", starting: []poolapi.Pod{{Name: "s1", Pool: "p"}}, err: notReady, want: "cold-1",
 			log: "a starting pod of pool p: pod s1 after 5m0s: not Ready\n"},
 		{name: "a resize: cold, the starting pod left", starting: []poolapi.Pod{{Name: "s1", Pool: "p"}}, caps: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}, want: "cold-1"},
+		// A job whose resources come out as the pool's own (a GitLab
+		// job's KUBERNETES_* variables set to the pool's figures): its
+		// pod is the pool's, so it takes the starting one.
+		{name: "the pool's own resources", starting: []poolapi.Pod{{Name: "s1", Pool: "p"}}, tmpl: podRes("500m", "256Mi"), res: ptr(podRes("500m", "256Mi")), want: "s1",
+			log: "took pod s1, which was starting"},
+		{name: "more memory than the pool's: cold", starting: []poolapi.Pod{{Name: "s1", Pool: "p"}}, tmpl: podRes("500m", "256Mi"), res: ptr(podRes("500m", "512Mi")), want: "cold-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fake.Cluster{Starting: tc.starting, StartingErr: tc.err,
@@ -120,8 +135,8 @@ func TestPrepareTakesAStartingPod(t *testing.T) {
 			var log strings.Builder
 			c := &Core{Session: session.Session{Cluster: f, Log: &log}, Claims: f}
 			set := &pool.Set{Pools: []pool.Pool{{Name: "p", Image: "alpine", Container: "build", Hash: "h",
-				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine"}}}}}}}
-			prep, err := c.Prepare(context.Background(), Request{Pools: set, Image: "alpine", Caps: tc.caps, Job: Job{ID: "1"}})
+				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: "alpine", Resources: tc.tmpl}}}}}}}
+			prep, err := c.Prepare(context.Background(), Request{Pools: set, Image: "alpine", Resources: tc.res, Caps: tc.caps, Job: Job{ID: "1"}})
 			require.NoError(t, err, log.String())
 			assert.Equal(t, tc.want, prep.Pod.Name)
 			assert.Contains(t, log.String(), tc.log)
