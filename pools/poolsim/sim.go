@@ -163,8 +163,11 @@ type Result struct {
 	// day 2 for a daily pipeline and from Config.From for another.
 	Pipelines map[string]*Count
 	// NewImage is the warm flag of each job of the image that appears
-	// after day 0, in order, over the whole trace; NewImageName names it.
+	// after day 0, in the order they were counted (a job that waited is
+	// counted when its wait ended), over the whole trace, and NewImageAt
+	// when each arrived; NewImageName names it.
 	NewImage     []bool
+	NewImageAt   []time.Time
 	NewImageName string
 	// PoolsFound and PoolsRemoved count the pools sizing.Discovery made
 	// and removed (Learned).
@@ -472,6 +475,7 @@ func (w *world) countJob(j *Job, warm bool) {
 	}
 	if j.Image == w.res.NewImageName {
 		w.res.NewImage = append(w.res.NewImage, warm)
+		w.res.NewImageAt = append(w.res.NewImageAt, j.At)
 	}
 	if name, ok := strings.CutPrefix(j.Kind, "pipeline:"); ok {
 		from := w.from

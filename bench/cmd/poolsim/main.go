@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -274,15 +275,51 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 		"refills the pool only when the controller wants the pod: measured below, not built.\n",
 		l.PodsMade, len(p.jobs), l.Removed, float64(l.Removed)/float64(len(p.jobs)))
 	ni := poolsim.NewImageFrom(l.NewImage, 6)
+	night, day, shortest, longest := coldGaps(l, 6)
 	fmt.Fprintf(w, "- **The new image from its 6th job**: %d of its %d jobs from the 6th were warm, not all. Its pool is made after the 3rd cold job "+
-		"and starts from those jobs; a job that comes after a gap longer than the pool's keep-alive (the 95th percentile of its gaps, at most an hour) "+
-		"finds it at zero, as any pool of a trickle does in this mode (the rate over all its jobs is the mode's own).\n", ni.Warm, ni.Jobs)
+		"and starts from those jobs. Of the %d cold ones, %d came after a night or a weekend without a job of the image (a gap of over 12 hours) "+
+		"and %d after a gap in the day of %s to %s, longer than the pool's keep-alive (the 95th percentile of its gaps, at most an hour): "+
+		"the pool was at zero, as any pool of a trickle is in this mode. "+
+		"Every job of a trickle warm would take a pod kept idle through every working day and ahead of its first job, "+
+		"which the idle pod-seconds target does not leave room for in every pool.\n",
+		ni.Warm, ni.Jobs, ni.Jobs-ni.Warm, night, day, shortest.Round(time.Minute), longest.Round(time.Minute))
 	whatIf(w, p, rest)
 	fmt.Fprintf(w, "\n## How it is modelled\n\n")
 	fmt.Fprintf(w, "- The controller's figures are package `sizing`'s own: `Decide` (with the learned `Profile`'s forecast and the keep-alive), `Share` over the budget, `DefaultDiscovery`. Its decisions run %s after each claim and every %s, as `pools.Controller`'s (Batch, Resync).\n", cfg.Batch, cfg.Resync)
 	fmt.Fprintf(w, "- What the controller's Kubernetes side does is modelled: a ReplicaSet makes a pool's missing pods at once (a claimed pod leaves it), a scale-down removes pods not Ready first, then the youngest, never one a driver waits for. The budget's in-flight rule (`pools/budget.go`) is not.\n")
 	fmt.Fprintf(w, "- A driver claims a Ready idle pod at once, or the first that becomes Ready within its warm wait, else, after the warm wait, claims the pool's pod that has been starting the longest and waits until it is Ready (a cold start, but no pod made for it: `ClaimStarting`), else makes a cold pod (at once without a pool). A driver that waits reserves its pod: real drivers race for it, and the loser lists again.\n")
 	fmt.Fprintf(w, "- Idle pod-seconds count Ready unclaimed pool pods, as `make bench-pools` does; starting pods apart.\n")
+}
+
+// coldGaps sorts r's cold jobs of the new image from its nth on by the
+// gap since the image's job before: over 12 hours (a night or a weekend),
+// or in the day, the shortest and longest of those.
+func coldGaps(r poolsim.Result, n int) (night, day int, shortest, longest time.Duration) {
+	type job struct {
+		at   time.Time
+		warm bool
+	}
+	jobs := make([]job, len(r.NewImage))
+	for i := range jobs {
+		jobs[i] = job{r.NewImageAt[i], r.NewImage[i]}
+	}
+	slices.SortStableFunc(jobs, func(a, b job) int { return a.at.Compare(b.at) })
+	for i := max(n-1, 1); i < len(jobs); i++ {
+		if jobs[i].warm {
+			continue
+		}
+		gap := jobs[i].at.Sub(jobs[i-1].at)
+		if gap > 12*time.Hour {
+			night++
+			continue
+		}
+		if day == 0 || gap < shortest {
+			shortest = gap
+		}
+		longest = max(longest, gap)
+		day++
+	}
+	return night, day, shortest, longest
 }
 
 // whatIf reports the controller with nothing written on a claim path that
