@@ -22,8 +22,9 @@ package kubee2e
 //
 // Each job goes through the drivers' claim path (executor/pool, as
 // executor.Core.Acquire calls it): read the pools from the cluster,
-// ClaimWarm with the drivers' default warm wait, else CreateCold with the
-// reason the driver gives, then holds its pod for the job's duration and
+// ClaimWarm with the drivers' default warm wait, else ClaimStarting (the
+// pool's pod that is starting), else CreateCold with the reason the driver
+// gives, then holds its pod for the job's duration and
 // deletes it. A pod watch integrates the Ready idle pool pods over the
 // replay. Skipped unless WARMPOD_POOLS_BENCH names the results file.
 //
@@ -216,7 +217,8 @@ type pbResult struct {
 	warm       bool
 	err        error
 	wait       time.Duration // arrival → the claim path returned a Ready pod
-	coldStart  time.Duration // CreateCold's own time (cold jobs)
+	coldStart  time.Duration // ClaimStarting's or CreateCold's own time (cold jobs)
+	starting   bool          // a cold job that took a starting pool pod (ClaimStarting)
 	late       time.Duration // the replay's own lateness starting the job
 	idleOnTime int           // Ready idle pods of the job's pool at its arrival
 }
@@ -532,13 +534,25 @@ func pbClaimPath(ctx context.Context, rc *rest.Config, ns string, j pbJob, t0 ti
 			why.Reason = poolapi.ColdPending
 		}
 		coldAt := time.Now()
-		cold, err := k.CreateCold(ctx, *p, owner, why, pbReadyTimeout)
-		if err != nil {
-			r.err = fmt.Errorf("cold pod: %w", err)
-			return r
+		timeout := pbReadyTimeout
+		if !p.Pending {
+			// As executor.Core.notWarm: the pool's pod that is starting,
+			// then a cold pod with what is left of the timeout.
+			sp, err := k.ClaimStarting(ctx, *p, owner, why, pbReadyTimeout)
+			if sp != nil && err == nil {
+				r.starting, pod = true, sp
+			}
+			timeout = max(pbReadyTimeout-time.Since(coldAt), pbReadyTimeout/4)
+		}
+		if pod == nil {
+			cold, err := k.CreateCold(ctx, *p, owner, why, timeout)
+			if err != nil {
+				r.err = fmt.Errorf("cold pod: %w", err)
+				return r
+			}
+			pod = &cold
 		}
 		r.coldStart = time.Since(coldAt)
-		pod = &cold
 	}
 	r.wait = time.Since(arrival)
 	time.Sleep(j.hold)
@@ -1051,7 +1065,19 @@ func pbWriteTable(w func(string, ...any), runs []*pbRun) {
 	row("wait p50 / p95, the pipeline", func(r *pbRun) string { return pbWaitCell(pbStatsOf(r.results, pipe).waits) })
 	row("wait p50 / p95, warm jobs", func(r *pbRun) string { return pbWaitCell(pbStatsOf(r.results, all).warmWaits) })
 	row("wait p50 / p95, cold jobs", func(r *pbRun) string { return pbWaitCell(pbStatsOf(r.results, all).coldWaits) })
-	row("cold pod create → Ready p50 / p95 (CreateCold)", func(r *pbRun) string { return pbWaitCell(pbStatsOf(r.results, all).coldStarts) })
+	row("cold pod → Ready p50 / p95 (ClaimStarting or CreateCold)", func(r *pbRun) string { return pbWaitCell(pbStatsOf(r.results, all).coldStarts) })
+	row("cold jobs that took a starting pool pod (ClaimStarting)", func(r *pbRun) string {
+		n, cold := 0, 0
+		for _, x := range r.results {
+			if x.err == nil && !x.warm {
+				cold++
+				if x.starting {
+					n++
+				}
+			}
+		}
+		return fmt.Sprintf("%d/%d", n, cold)
+	})
 	row("**idle pod-seconds** (Ready idle pool pods, integrated)", func(r *pbRun) string { return fmt.Sprintf("**%.0f**", r.meter.total()) })
 	fixed := pbFind(runs, "fixed")
 	row("idle pod-seconds / the fixed pools'", func(r *pbRun) string {
@@ -1332,7 +1358,7 @@ func pbWriteMethod(w func(string, ...any), tr pbTrace) {
 	w("- Each mode in a fresh namespace with the pools %s: [`deploy/kube-e2e/pool.yaml`](../deploy/kube-e2e/pool.yaml) renamed, without GitLab Runner's helper and its cache volume (no job runs in the pods), requests 10m CPU and 32Mi each, and without probes: kube-e2e's template probes by exec (its pods share the node's network, so they cannot each serve HTTP on the probe port), a runc exec per pod per second, and 40 idle pods of it kept both cores busy (load average 59, no idle CPU) before any job ran; deploy/pool.yaml probes over HTTP, nearly free. A pod is then Ready when warmpod's container runs, where an HTTP probe every second says so within a second. ", strings.Join(tr.pools(), ", "))
 	w("All run the one busybox image the cluster has, so a job picks its pool by name, not by image. ")
 	w("No pools: 0 replicas, no controller; fixed pools: %d replicas each, Ready before the replay starts, no controller; warmpod-pools: 0 replicas at the start (the night before), the controller running from 5 s before the replay.\n", pbFixedReplicas)
-	w("- Each job, at its arrival time, runs the drivers' claim path in the test process with a client of its own (50 QPS, burst 100, as internal/kubeclient): `Cluster.Pools` (the pools read from the cluster, as a driver's prepare does), `ClaimWarm` with the drivers' default warm wait (%s), else `CreateCold` with the reason `executor.Core.Acquire` gives (`no-idle`, or `pending` during a rollout), Ready within %s. ", pbWarmWait, pbReadyTimeout)
+	w("- Each job, at its arrival time, runs the drivers' claim path in the test process with a client of its own (50 QPS, burst 100, as internal/kubeclient): `Cluster.Pools` (the pools read from the cluster, as a driver's prepare does), `ClaimWarm` with the drivers' default warm wait (%s), else (as `executor.Core.notWarm`) `ClaimStarting`, the pool's pod that is starting, else `CreateCold` with the reason the drivers give (`no-idle`, or `pending` during a rollout, which takes no starting pod), Ready within %s. ", pbWarmWait, pbReadyTimeout)
 	w("It holds the pod for the job's duration, then `Delete`s it. The job's start in the pod (`warmpod job start` over exec) is not part of it: the claim path is what is measured. An empty pool makes every job pay the warm wait: the no-pools mode's waits include it.\n")
 	w("- Wait: from the job's arrival in the trace to the claim path's return with a Ready pod held. Idle pod-seconds: the count of Ready idle pool pods (`warmpod.dev/state=idle`, Ready, not terminating; retiring ones included), integrated over the replay's %s from a pod watch (an informer in the test process), at each event.\n", tr.horizon)
 	w("- The modes ran one after the other, each for the trace's whole length; load drifts between them are not cancelled out (the other load of each mode is in the table).\n")
