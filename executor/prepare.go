@@ -150,8 +150,8 @@ func (c *Core) warn(format string, a ...any) {
 // fit plans res and caps, the job's resources over pl.pool's: when they
 // change the pool's pod, its cold pod's template gets them (cold); a warm
 // pod whose container has other cpu or memory is resized in place as it
-// is claimed (resize). A change the
-// kubelet cannot make in place (ephemeral storage) skips the warm pool.
+// is claimed (resize). A change the kubelet cannot make in place
+// (ephemeral storage) skips the warm pool.
 // Errors, before anything is claimed: a request above its limit once
 // merged with the pool's, or a pod no node of the pool can ever hold
 // ([Core.nodesFit]).

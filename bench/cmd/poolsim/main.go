@@ -243,23 +243,9 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 		fmt.Fprintf(w, "| seed | warm (fixed) | idle vs fixed | pipelines, lowest | new image from 6th | pods made | targets met |\n|---:|---:|---:|---:|---:|---:|---|\n")
 		for _, o := range rest {
 			l, f := o.result[poolsim.Learned], o.result[poolsim.Fixed]
-			low := 1.0
-			for _, c := range l.Pipelines {
-				low = min(low, c.Rate())
-			}
 			ni := poolsim.NewImageFrom(l.NewImage, 6)
-			var missed []string
-			for _, t := range targets(o) {
-				if t[2] != "met" {
-					missed = append(missed, t[0])
-				}
-			}
-			res := "all"
-			if len(missed) > 0 {
-				res = "all but: " + strings.Join(missed, "; ")
-			}
 			fmt.Fprintf(w, "| %d | %.1f %% (%.1f %%) | %.2f× | %.2f | %.2f | %.2f× | %s |\n", o.seed, 100*l.WarmRate(), 100*f.WarmRate(),
-				l.IdlePodSeconds/f.IdlePodSeconds, low, ni.Rate(), float64(l.PodsMade)/float64(len(o.jobs)), res)
+				l.IdlePodSeconds/f.IdlePodSeconds, lowestPipeline(l), ni.Rate(), float64(l.PodsMade)/float64(len(o.jobs)), metCell(targets(o)))
 		}
 	}
 	if svgPath != "" {
@@ -289,6 +275,30 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 	fmt.Fprintf(w, "- What the controller's Kubernetes side does is modelled: a ReplicaSet makes a pool's missing pods at once (a claimed pod leaves it), a scale-down removes pods not Ready first, then the youngest, never one a driver waits for. The budget's in-flight rule (`pools/budget.go`) is not.\n")
 	fmt.Fprintf(w, "- A driver claims a Ready idle pod at once, or the first that becomes Ready within its warm wait, else, after the warm wait, claims the pool's pod that has been starting the longest and waits until it is Ready (a cold start, but no pod made for it: `ClaimStarting`), else makes a cold pod (at once without a pool). A driver that waits reserves its pod: real drivers race for it, and the loser lists again.\n")
 	fmt.Fprintf(w, "- Idle pod-seconds count Ready unclaimed pool pods, as `make bench-pools` does; starting pods apart.\n")
+}
+
+// lowestPipeline is the lowest warm rate of r's pipelines (1 with none).
+func lowestPipeline(r poolsim.Result) float64 {
+	low := 1.0
+	for _, c := range r.Pipelines {
+		low = min(low, c.Rate())
+	}
+	return low
+}
+
+// metCell is a seed's "targets met" cell: "all", or "all but: " and the
+// targets of rows not met.
+func metCell(rows [][3]string) string {
+	var missed []string
+	for _, t := range rows {
+		if t[2] != "met" {
+			missed = append(missed, t[0])
+		}
+	}
+	if len(missed) == 0 {
+		return "all"
+	}
+	return "all but: " + strings.Join(missed, "; ")
 }
 
 // coldGaps sorts r's cold jobs of the new image from its nth on by the
@@ -337,23 +347,9 @@ func whatIf(w io.Writer, p played, rest []played) {
 	fmt.Fprintf(w, "| seed | warm (today) | idle vs fixed | pipelines, lowest | new image from 6th | pods made (today) | targets met |\n|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, o := range append([]played{p}, rest...) {
 		l, x, f := o.result[poolsim.Learned], o.whatIf, o.result[poolsim.Fixed]
-		low := 1.0
-		for _, c := range x.Pipelines {
-			low = min(low, c.Rate())
-		}
-		var missed []string
-		for _, t := range targetsOf(f, x, len(o.jobs)) {
-			if t[2] != "met" {
-				missed = append(missed, t[0])
-			}
-		}
-		res := "all"
-		if len(missed) > 0 {
-			res = "all but: " + strings.Join(missed, "; ")
-		}
 		fmt.Fprintf(w, "| %d | %.1f %% (%.1f %%) | %.2f× | %.2f | %.2f | %.2f× (%.2f×) | %s |\n", o.seed, 100*x.WarmRate(), 100*l.WarmRate(),
-			x.IdlePodSeconds/f.IdlePodSeconds, low, poolsim.NewImageFrom(x.NewImage, 6).Rate(),
-			float64(x.PodsMade)/float64(len(o.jobs)), float64(l.PodsMade)/float64(len(o.jobs)), res)
+			x.IdlePodSeconds/f.IdlePodSeconds, lowestPipeline(x), poolsim.NewImageFrom(x.NewImage, 6).Rate(),
+			float64(x.PodsMade)/float64(len(o.jobs)), float64(l.PodsMade)/float64(len(o.jobs)), metCell(targetsOf(f, x, len(o.jobs))))
 	}
 	fmt.Fprintf(w, "\nWhy it is not built: a pool is a Deployment, and its ReplicaSet replaces a pod that leaves it within milliseconds, "+
 		"before any decision; lowering `replicas` first has the ReplicaSet remove a pod of its own choosing. "+
