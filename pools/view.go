@@ -95,12 +95,16 @@ func Views(deps []appsv1.Deployment, pods []corev1.Pod, now time.Time) []View {
 }
 
 // coming is what prof expects over the day from now: the first forecast
-// of each slot that expects pods, at most five.
+// of each slot that expects pods, and the first of each stretch of time a
+// trickle keeps its pod (its At moves on with every slot), at most five.
 func coming(prof *sizing.Profile, now time.Time) []sizing.Forecast {
 	var out []sizing.Forecast
+	trickling := false // the last slot's forecast was a trickle's
 	for t := now; t.Before(now.Add(24*time.Hour)) && len(out) < 5; t = t.Add(sizing.ProfileSlot) {
 		f := prof.Forecast(t, 0)
-		if f.Pods > 0 && (len(out) == 0 || !out[len(out)-1].At.Equal(f.At)) {
+		same := len(out) > 0 && out[len(out)-1].At.Equal(f.At) || trickling && f.Trickle
+		trickling = f.Trickle
+		if f.Pods > 0 && !same {
 			out = append(out, f)
 		}
 	}

@@ -89,3 +89,27 @@ func mustJSON(t *testing.T, v any) string {
 	require.NoError(t, err)
 	return string(b)
 }
+
+// A trickle keeps its pod over a stretch of hours, its forecast's time
+// moving on with each slot: the view names the stretch once, from its
+// first job, not once per slot.
+func TestComingNamesATrickleOnce(t *testing.T) {
+	tue := time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
+	var claims []time.Time
+	for h := 8; h < 18; h++ {
+		for _, m := range []int{10, 30, 50} {
+			claims = append(claims, tue.Add(time.Duration(h)*time.Hour+time.Duration(m)*time.Minute))
+		}
+	}
+	var prof sizing.Profile
+	prof.Fold(claims, 30*time.Second, tue, tue.Add(24*time.Hour))
+	got := coming(&prof, tue.Add(24*time.Hour+7*time.Hour))
+	// The stretch, then the last job's slot, whose own level is all
+	// that is left of the trickle within the hour before it.
+	require.Len(t, got, 2, "%+v", got)
+	assert.True(t, got[0].Trickle)
+	assert.False(t, got[1].Trickle)
+	assert.Equal(t, tue.Add(24*time.Hour+17*time.Hour+50*time.Minute), got[1].At)
+	assert.Equal(t, tue.Add(24*time.Hour+8*time.Hour+10*time.Minute), got[0].At, "from 08:10, the first job")
+	assert.Contains(t, got[0].Why, "keeping 1 for a trickle")
+}

@@ -210,6 +210,10 @@ type Forecast struct {
 	// which series expects it and how often it came.
 	At  time.Time
 	Why string
+	// Trickle is set when Pods is the one pod kept for a trickle of
+	// claims spread over the next TrickleHorizon (trickle), not a slot's
+	// level: At is then the first slot expected to bring one.
+	Trickle bool
 }
 
 // Forecast returns what the profile expects from now until lead ahead (the
@@ -241,7 +245,80 @@ func (p *Profile) Forecast(now time.Time, lead time.Duration) Forecast {
 			f = Forecast{Pods: n, At: slotTime(i), Why: why}
 		}
 	}
+	// A slot's level of one pod inside a trickle is the trickle's pod:
+	// one reason for the whole stretch it is kept, not one per slot.
+	if f.Pods <= 1 {
+		if tr := p.trickle(first); tr.Pods > 0 {
+			f = tr
+		}
+	}
 	return f
+}
+
+// TrickleHorizon is how far ahead Forecast looks for a trickle: one pod is
+// kept Ready while the slots of the next TrickleHorizon are expected to
+// bring at least one claim between them. It is MaxKeepAlive, the longest a
+// pod waits for a trickle's next job after its last claim, now from what
+// the same hours of earlier days taught instead of from today's claims.
+const TrickleHorizon = MaxKeepAlive
+
+// trickle is Forecast's answer for a trickle, from slot first on for
+// TrickleHorizon: one pod when the slots are expected to bring one claim
+// or more, where each slot is expected to bring the share of its past
+// occurrences that had a claim (the series expect reads: the daily one
+// where it counts, else the weekly one). A trickle of a few jobs an hour
+// peaks at one claim in a slot now and then, a level that rounds to no pod,
+// so expect alone never pre-warms it: its first job of the morning and the
+// ones after a gap longer than the keep-alive went cold every day. The same
+// share, summed over an hour's slots (two or more of them), says a job is due within the hour, and that
+// hour's pod is the keep-alive's own cost (Shahrad et al.'s pre-warming
+// from the histogram, per time of day). A one-off claim adds at most the
+// share of one slot, falling with each occurrence without it, so it keeps
+// nothing; a trickle that stops keeps its pod less each day, and none once
+// fewer than one claim an hour is left of its last eight days.
+func (p *Profile) trickle(first int64) Forecast {
+	end := first + int64(TrickleHorizon/ProfileSlot)
+	var sum float64
+	var at int64 = -1
+	var why string
+	slots := 0
+	for i := first; i < end; i++ {
+		share, kind := p.share(i)
+		if share == 0 {
+			continue
+		}
+		if at < 0 {
+			at, why = i, kind
+		}
+		sum += share
+		slots++
+	}
+	// One slot is a burst, not a trickle: its own level pre-warms it
+	// (expect), one pod start ahead, not an hour.
+	if sum < 1 || slots < 2 {
+		return Forecast{}
+	}
+	return Forecast{Pods: 1, At: slotTime(at), Trickle: true, Why: fmt.Sprintf("keeping 1 for a trickle: %.1f claims expected from %s UTC within %s, as on the last %s",
+		sum, slotTime(at).Format("Mon 15:04"), TrickleHorizon, why)}
+}
+
+// share is the part of slot i's past occurrences that had a claim, from
+// the daily series where dailyCounts lets it count, else the weekly one,
+// and which series that was; 0 when neither has seen an occurrence.
+func (p *Profile) share(i int64) (float64, string) {
+	w, d := p.week[weekSlot(i)], p.day[dayClass(i)][daySlot(i)]
+	seenW, seenD := p.seen(i, prevWeek), p.seen(i, prevDay)
+	if seenD > 0 && p.dailyCounts(w, d, seenW, seenD) {
+		kind := "weekdays"
+		if dayClass(i) == 1 {
+			kind = "weekend days"
+		}
+		return float64(ones(d.hits, seenD)) / float64(seenD), fmt.Sprintf("%d %s", seenD, kind)
+	}
+	if seenW == 0 {
+		return 0, ""
+	}
+	return float64(ones(w.hits, seenW)) / float64(seenW), fmt.Sprintf("%d weeks", seenW)
 }
 
 // expect is slot i's expectation in pods, and which series gave it.

@@ -110,6 +110,49 @@ func TestProfileWeeklyPipelineWarmFromItsSecondWeek(t *testing.T) {
 	assert.Equal(t, map[int]int{1: 20, 2: 5, 3: 1, 8: 20, 9: 5, 10: 1}, others, "pods pre-warmed at 08:58 on other days, by day")
 }
 
+// A trickle of three jobs an hour on weekdays, 08:10–17:50, never peaks
+// above one claim in a slot, a level that pre-warms nothing, yet from its
+// second day one pod is Ready ahead of its first job of the morning and
+// kept through the day; nothing at night or on the weekend. Once it stops,
+// the pod is kept while its last eight weekdays still make one claim an
+// hour: five more weekdays, then none.
+func TestProfileTrickleKeepsOnePod(t *testing.T) {
+	l := newLearner(monday)
+	var quietAtNoon []int
+	for d := range 24 {
+		weekday := monday.AddDate(0, 0, d).Weekday() != time.Saturday && monday.AddDate(0, 0, d).Weekday() != time.Sunday
+		morning := day(d, 7, 50)
+		l.until(morning)
+		f := l.forecast(morning)
+		switch {
+		case d == 0 || !weekday:
+			assert.Zero(t, f.Pods, "day %d 07:50", d)
+		case d < 14:
+			assert.Equal(t, 1, f.Pods, "day %d 07:50: ahead of the first job", d)
+			assert.Equal(t, day(d, 8, 10), f.At, "day %d", d)
+			assert.Contains(t, f.Why, "keeping 1 for a trickle", "day %d", d)
+		}
+		for h := 8; h < 18; h++ {
+			for _, m := range []int{10, 30, 50} {
+				at := day(d, h, m)
+				l.until(at.Add(-time.Minute))
+				if d > 0 && d < 14 && weekday {
+					assert.Equal(t, 1, l.forecast(at.Add(-time.Minute)).Pods, "day %d %s: between jobs", d, at.Format("15:04"))
+				}
+				if d >= 14 && weekday && at.Equal(day(d, 12, 10)) && l.forecast(at.Add(-time.Minute)).Pods == 0 {
+					quietAtNoon = append(quietAtNoon, d)
+				}
+				if d < 14 && weekday {
+					l.until(at, at)
+				}
+			}
+		}
+		l.until(day(d, 20, 0))
+		assert.Zero(t, l.forecast(day(d, 20, 0)).Pods, "day %d 20:00: nothing till the morning", d)
+	}
+	assert.Equal(t, []int{22, 23}, quietAtNoon, "the weekdays after it stopped on which no pod was kept at noon")
+}
+
 // A one-off burst in a pool that ran quiet for two weeks is pre-warmed for
 // the next day and the same weekday of the next week (it could have been
 // a daily or a weekly pipeline's first run), and at no other time: it does

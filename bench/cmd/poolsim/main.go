@@ -68,6 +68,27 @@ type played struct {
 	// whatIf is the controller with nothing written on the claim path
 	// that would meet pods made ≤ 1.1× (poolsim.Config.Unrefilled).
 	whatIf poolsim.Result
+	// sweep is pods made per job on that path for each keep of
+	// keepSweep (the report's seed only).
+	sweep []float64
+}
+
+// keepSweep is how long the what-if keeps a surplus pod, tried on the
+// report's seed: 0 is no replacement with today's removal.
+var keepSweep = []time.Duration{0, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, 45 * time.Minute, time.Hour, 90 * time.Minute}
+
+// sweepKeep plays p's jobs on the what-if path with each keep of keepSweep.
+func sweepKeep(p *played, cfg poolsim.Config) error {
+	for _, keep := range keepSweep {
+		c := whatIfConfig(cfg)
+		c.SurplusIdle = keep
+		r, err := poolsim.Play(p.jobs, poolsim.Learned, c)
+		if err != nil {
+			return err
+		}
+		p.sweep = append(p.sweep, float64(r.PodsMade)/float64(len(p.jobs)))
+	}
+	return nil
 }
 
 // WhatIfConfig is cfg with the claim path warmpod does not have: no
@@ -100,6 +121,9 @@ func run(seed uint64, others []uint64, mdPath, svgPath string) error {
 		return err
 	}
 	took := time.Since(began)
+	if err := sweepKeep(&main, cfg); err != nil {
+		return err
+	}
 	var rest []played
 	for _, s := range others {
 		p, err := play(s, cfg)
@@ -261,14 +285,16 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 		"refills the pool only when the controller wants the pod: measured below, not built.\n",
 		l.PodsMade, len(p.jobs), l.Removed, float64(l.Removed)/float64(len(p.jobs)))
 	ni := poolsim.NewImageFrom(l.NewImage, 6)
-	night, day, shortest, longest := coldGaps(l, 6)
+	c := coldGaps(l, 6)
 	fmt.Fprintf(w, "- **The new image from its 6th job**: %d of its %d jobs from the 6th were warm, not all. Its pool is made after the 3rd cold job "+
-		"and starts from those jobs. Of the %d cold ones, %d came after a night or a weekend without a job of the image (a gap of over 12 hours) "+
-		"and %d after a gap in the day of %s to %s, longer than the pool's keep-alive (the 95th percentile of its gaps, at most an hour): "+
-		"the pool was at zero, as any pool of a trickle is in this mode. "+
-		"Every job of a trickle warm would take a pod kept idle through every working day and ahead of its first job, "+
-		"which the idle pod-seconds target does not leave room for in every pool.\n",
-		ni.Warm, ni.Jobs, ni.Jobs-ni.Warm, night, day, shortest.Round(time.Minute), longest.Round(time.Minute))
+		"and starts from those jobs; from its second day the profile keeps one pod through the hours it expects a claim within the hour "+
+		"(`sizing.TrickleHorizon`). Of the %d cold ones, %d came on a weekend, whose background is a job an hour for all images together "+
+		"(less than one an hour for the image: no pod is kept for it); %d were a weekday's first after a night, "+
+		"before the profile's hour ahead expected one; and %d came after a gap in the day of %s to %s, "+
+		"longer than the keep-alive (the 95th percentile of its gaps, at most an hour) in an hour the profile expected less than one claim. "+
+		"Each of them warm would take a pod kept through weekends and early mornings for jobs that mostly do not come, "+
+		"which the idle pod-seconds target leaves no room for in every pool.\n",
+		ni.Warm, ni.Jobs, ni.Jobs-ni.Warm, c.weekend, c.morning, c.day, c.shortest.Round(time.Minute), c.longest.Round(time.Minute))
 	whatIf(w, p, rest)
 	fmt.Fprintf(w, "\n## How it is modelled\n\n")
 	fmt.Fprintf(w, "- The controller's figures are package `sizing`'s own: `Decide` (with the learned `Profile`'s forecast and the keep-alive), `Share` over the budget, `DefaultDiscovery`. Its decisions run %s after each claim and every %s, as `pools.Controller`'s (Batch, Resync).\n", cfg.Batch, cfg.Resync)
@@ -304,7 +330,16 @@ func metCell(rows [][3]string) string {
 // coldGaps sorts r's cold jobs of the new image from its nth on by the
 // gap since the image's job before: over 12 hours (a night or a weekend),
 // or in the day, the shortest and longest of those.
-func coldGaps(r poolsim.Result, n int) (night, day int, shortest, longest time.Duration) {
+// colds is when the new image's cold jobs came: on a weekend, as a
+// weekday's first after a night (a gap of over 12 hours), or after a gap
+// within the day (shortest to longest).
+type colds struct {
+	weekend, morning, day int
+	shortest, longest     time.Duration
+}
+
+// coldGaps places the new image's cold jobs from its nth (1-based) on.
+func coldGaps(r poolsim.Result, n int) colds {
 	type job struct {
 		at   time.Time
 		warm bool
@@ -314,22 +349,26 @@ func coldGaps(r poolsim.Result, n int) (night, day int, shortest, longest time.D
 		jobs[i] = job{r.NewImageAt[i], r.NewImage[i]}
 	}
 	slices.SortStableFunc(jobs, func(a, b job) int { return a.at.Compare(b.at) })
+	var c colds
 	for i := max(n-1, 1); i < len(jobs); i++ {
 		if jobs[i].warm {
 			continue
 		}
 		gap := jobs[i].at.Sub(jobs[i-1].at)
-		if gap > 12*time.Hour {
-			night++
-			continue
+		switch wd := jobs[i].at.Weekday(); {
+		case wd == time.Saturday || wd == time.Sunday:
+			c.weekend++
+		case gap > 12*time.Hour:
+			c.morning++
+		default:
+			if c.day == 0 || gap < c.shortest {
+				c.shortest = gap
+			}
+			c.longest = max(c.longest, gap)
+			c.day++
 		}
-		if day == 0 || gap < shortest {
-			shortest = gap
-		}
-		longest = max(longest, gap)
-		day++
 	}
-	return night, day, shortest, longest
+	return c
 }
 
 // whatIf reports the controller with nothing written on a claim path that
@@ -342,8 +381,9 @@ func whatIf(w io.Writer, p played, rest []played) {
 		"the controller's next decision, %s later, makes one if it still wants it), and a pod above the decision stays until it has been "+
 		"Ready and unclaimed for %s (`sizing.MaxKeepAlive`), as long as the pods so kept fit in what the budget's shares leave, "+
 		"so that the next claim takes it instead of a pod made for that claim. "+
-		"Tried on seed 1 while choosing it, keeping surplus pods 0 (no replacement, today's removal), 5, 15, 30, 45, 60 and 90 minutes: "+
-		"pods made 1.18, 1.18, 1.16, 1.14, 1.11, 1.08 and 1.07×. No replacement alone changes nothing: the next decision wants the pod again.\n\n", poolsim.DefaultConfig().Batch, sizing.MaxKeepAlive)
+		"On seed %d, keeping surplus pods %s (0: no replacement, today's removal): pods made %s. "+
+		"No replacement alone changes little: the next decision wants the pod again.\n\n", poolsim.DefaultConfig().Batch, sizing.MaxKeepAlive,
+		p.seed, minutesList(keepSweep), ratioList(p.sweep))
 	fmt.Fprintf(w, "| seed | warm (today) | idle vs fixed | pipelines, lowest | new image from 6th | pods made (today) | targets met |\n|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, o := range append([]played{p}, rest...) {
 		l, x, f := o.result[poolsim.Learned], o.whatIf, o.result[poolsim.Fixed]
@@ -357,6 +397,31 @@ func whatIf(w io.Writer, p played, rest []played) {
 		"(so that no ReplicaSet adopts them and they go with the pool), and removes them with the claim's own precondition; "+
 		"those pods are refilled only while the controller runs, the floor still by the ReplicaSet. "+
 		"The proposal and what it changes: [decision 0010](../docs/decisions/0010-pods-above-the-floor-made-by-the-controller.md).\n")
+}
+
+// minutesList is ds in minutes, "0, 5, … and 90 minutes".
+func minutesList(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprint(int(d.Minutes()))
+	}
+	return andList(parts) + " minutes"
+}
+
+// ratioList is rs as "1.18, 1.16 … and 1.07×".
+func ratioList(rs []float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.2f", r)
+	}
+	return andList(parts) + "×"
+}
+
+func andList(parts []string) string {
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
 func svgName(path string) string {
