@@ -71,8 +71,6 @@ var pbHistoryStart = time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
 
 // pbSim is what the simulator made of the trace's day.
 type pbSim struct {
-	// median, p95: the pod starts it drew from (wall clock).
-	median, p95 time.Duration
 	// jobs, warm: the trace's day (the replayed windows); idleSec: Ready
 	// idle pod-seconds in those windows, in wall seconds (the day's / 150).
 	jobs, warm int
@@ -126,9 +124,9 @@ func pbSimHistory(t *testing.T) map[string]string {
 }
 
 // pbSimDay plays tr's day through the simulator from profiles, as the
-// learned mode's controller played it, with pod starts drawn from median
-// and p95 (wall clock; 0: kube-e2e's usual).
-func pbSimDay(t *testing.T, tr pbTrace, profiles map[string]string, median, p95 time.Duration) pbSim {
+// learned mode's controller played it, with pod starts drawn from model
+// (wall clock; the zero model: kube-e2e's usual).
+func pbSimDay(t *testing.T, tr pbTrace, profiles map[string]string, model poolsim.StartModel) pbSim {
 	t.Helper()
 	var jobs []poolsim.Job
 	for _, j := range tr.jobs {
@@ -140,10 +138,11 @@ func pbSimDay(t *testing.T, tr pbTrace, profiles map[string]string, median, p95 
 	}
 	monday := pbMonday.Truncate(24 * time.Hour)
 	cfg := pbSimConfig(monday, 7)
-	cfg.Profiles, cfg.PodStartMedian, cfg.PodStartP95 = profiles, median, p95
+	cfg.Profiles = profiles
+	model.Apply(&cfg)
 	res, err := poolsim.Play(jobs, poolsim.Learned, cfg)
 	require.NoError(t, err)
-	s := pbSim{median: median, p95: p95}
+	var s pbSim
 	// The replayed windows: Monday 06:00 to Tuesday 06:00, and the weekend
 	// hour (the days between are not replayed).
 	windows := [][2]time.Time{{pbMonday, pbMonday.Add(pbWeekendAt * pbCompression)}, {pbSaturday, pbDayTime(tr.horizon)}}
@@ -173,8 +172,10 @@ func pbWriteSimCheck(w func(string, ...any), t *testing.T, tr pbTrace, runs []*p
 		return
 	}
 	median, p95 := pbPercentile(real.meter.started, 0.5), pbPercentile(real.meter.started, 0.95)
-	check := pbSimDay(t, tr, profiles, median, p95)
-	usual := pbSimDay(t, tr, profiles, 0, 0)
+	model := poolsim.FitStarts(real.meter.startSamples())
+	check := pbSimDay(t, tr, profiles, model)
+	iid := pbSimDay(t, tr, profiles, poolsim.StartModel{Median: median, P95: p95})
+	usual := pbSimDay(t, tr, profiles, poolsim.StartModel{})
 	all := func(pbResult) bool { return true }
 	pipe := func(x pbResult) bool { return x.job.inPipeline }
 	rs, rp := pbStatsOf(real.results, all), pbStatsOf(real.results, pipe)
@@ -194,14 +195,15 @@ func pbWriteSimCheck(w func(string, ...any), t *testing.T, tr pbTrace, runs []*p
 		return "**do not agree**"
 	}
 	rate := func(s pbSim) float64 { return float64(s.warm) / float64(max(s.jobs, 1)) }
-	w("The simulator (pools/poolsim: the controller's sizing code on a simulated clock) learned the pools' profiles from the week before ([`bench/pools-history.csv`](pools-history.csv), `poolstrace -history`); the cluster's controller started from those profiles (`%s` on each pool) and the same policy, with nothing written. The simulator then played this day from the same profiles, twice: with pod starts drawn from what the cluster showed in this mode (create → Ready p50 %s, p95 %s, scaled to the day's clock), which is the check, within %.0f %% (relative) of the cluster's figures; and with kube-e2e's usual starts (3 s / 16 s), for reference.\n\n",
-		poolapi.AnnotationProfile, pbSec(median), pbSec(p95), 100*pbSimAgree)
-	w("| | simulator, this run's pod starts | cluster | simulator / cluster − 1 | | simulator, usual pod starts |\n|---|---:|---:|---:|---|---:|\n")
+	w("The simulator (pools/poolsim: the controller's sizing code on a simulated clock) learned the pools' profiles from the week before ([`bench/pools-history.csv`](pools-history.csv), `poolstrace -history`); the cluster's controller started from those profiles (`%s` on each pool) and the same policy, with nothing written. The simulator then played this day from the same profiles three times. The check, within %.0f %% (relative) of the cluster's figures: pod starts as this cluster's, fitted to its %d pods of this mode (`poolsim.FitStarts`: %s for each pod starting when a pod is made, by least squares, plus a log-normal of what is left, p50 %s, p95 %s; scaled to the day's clock), since on kube-e2e's two cores pods made together start in turn. For reference: one log-normal of this mode's starts (create → Ready p50 %s, p95 %s), whatever the crowd; and kube-e2e's usual starts (3 s / 16 s).\n\n",
+		poolapi.AnnotationProfile, 100*pbSimAgree, model.Pods, pbSec(model.PerStarting), pbSec(model.Median), pbSec(model.P95), pbSec(median), pbSec(p95))
+	w("| | simulator, this run's pod starts | cluster | simulator / cluster − 1 | | simulator, one log-normal | simulator, usual pod starts |\n|---|---:|---:|---:|---|---:|---:|\n")
 	rr := rel(rate(check), rs.rate())
-	w("| warm-claim rate | %d/%d = %.1f %% | %d/%d = %.1f %% | %+.1f %% | %s | %d/%d = %.1f %% |\n", check.warm, check.jobs, 100*rate(check), rs.warm, rs.n, 100*rs.rate(), 100*rr, agree(rr), usual.warm, usual.jobs, 100*rate(usual))
+	w("| warm-claim rate | %d/%d = %.1f %% | %d/%d = %.1f %% | %+.1f %% | %s | %d/%d = %.1f %% | %d/%d = %.1f %% |\n", check.warm, check.jobs, 100*rate(check), rs.warm, rs.n, 100*rs.rate(), 100*rr, agree(rr),
+		iid.warm, iid.jobs, 100*rate(iid), usual.warm, usual.jobs, 100*rate(usual))
 	ri := rel(check.idleSec, real.meter.total())
-	w("| idle pod-seconds (wall) | %.0f | %.0f | %+.1f %% | %s | %.0f |\n", check.idleSec, real.meter.total(), 100*ri, agree(ri), usual.idleSec)
-	w("| the 30-job pipeline warm | %d/%d | %d/%d | | | %d/%d |\n\n", check.pipeWarm, check.pipe, rp.warm, rp.n, usual.pipeWarm, usual.pipe)
+	w("| idle pod-seconds (wall) | %.0f | %.0f | %+.1f %% | %s | %.0f | %.0f |\n", check.idleSec, real.meter.total(), 100*ri, agree(ri), iid.idleSec, usual.idleSec)
+	w("| the 30-job pipeline warm | %d/%d | %d/%d | | | %d/%d | %d/%d |\n\n", check.pipeWarm, check.pipe, rp.warm, rp.n, iid.pipeWarm, iid.pipe, usual.pipeWarm, usual.pipe)
 }
 
 // pbProfileNote is what the log says of the learned mode's start.

@@ -647,7 +647,10 @@ type pbMeter struct {
 	maxPods  int
 	created  int
 	started  []time.Duration // creation → Ready of pods created in the window
-	halt     chan struct{}
+	// samples are the same pods' times as the watch saw them (made, Ready,
+	// deleted; millisecond resolution), for the simulator's start model.
+	samples map[types.UID]*poolsim.StartSample
+	halt    chan struct{}
 }
 
 type pbPodState struct {
@@ -659,7 +662,8 @@ type pbPodState struct {
 func pbWatch(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, t0 time.Time, tr pbTrace) *pbMeter {
 	t.Helper()
 	m := &pbMeter{from: t0, to: t0.Add(tr.horizon), segs: tr.segments, last: time.Now(), state: map[types.UID]pbPodState{},
-		idleSec: map[string][]float64{}, startSec: map[string][]float64{}, halt: make(chan struct{})}
+		idleSec: map[string][]float64{}, startSec: map[string][]float64{}, halt: make(chan struct{}),
+		samples: map[types.UID]*poolsim.StartSample{}}
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().Pods().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -701,13 +705,21 @@ func (m *pbMeter) observe(o any, deleted bool) {
 		st.inside = !created.Before(m.from.Truncate(time.Second))
 		if st.inside {
 			m.created++
+			m.samples[p.UID] = &poolsim.StartSample{Made: now}
 		}
 	}
+	sample := m.samples[p.UID]
 	if ready, at := pbReadyAt(p); ready && !st.readySeen {
 		st.readySeen = true
 		if st.inside {
 			m.started = append(m.started, at.Sub(p.CreationTimestamp.Time))
+			if sample != nil {
+				sample.Ready = now
+			}
 		}
+	}
+	if sample != nil && sample.Gone.IsZero() && (deleted || p.DeletionTimestamp != nil || terminal) {
+		sample.Gone = now
 	}
 	m.state[p.UID] = st
 	if deleted {
@@ -725,6 +737,17 @@ func (m *pbMeter) observe(o any, deleted bool) {
 	if now.After(m.from) && now.Before(m.to) {
 		m.maxIdle, m.maxPods = max(m.maxIdle, idle), max(m.maxPods, live)
 	}
+}
+
+// startSamples are the watched pods' times, for poolsim.FitStarts.
+func (m *pbMeter) startSamples() []poolsim.StartSample {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]poolsim.StartSample, 0, len(m.samples))
+	for _, s := range m.samples {
+		out = append(out, *s)
+	}
+	return out
 }
 
 // pbReadyAt tells whether pod is Ready and since when (its condition's

@@ -99,6 +99,12 @@ type Config struct {
 	// bench-pools replays a day compressed 150× whose pod starts are the
 	// cluster's, not compressed: on the day's clock they are 150× longer.
 	PodStartScale float64
+	// PodStartPerStarting is what each pod already starting in the
+	// cluster adds to a new pod's start (before PodStartScale; 0: none):
+	// where the node's cores are the limit, tens of pods made at once
+	// start in turn, and a pod made into a crowd waits for it. make
+	// bench-pools fits it to the cluster's own starts (pbStartModel).
+	PodStartPerStarting time.Duration
 	// Unrefilled plays a claim path warmpod does not have, to measure it
 	// (a what-if, bench/pools-sim.md): a claim of a pod of a pool the
 	// controller sizes makes no replacement, since the pod leaves the
@@ -268,7 +274,11 @@ type world struct {
 	pending   bool // a batched decision is queued
 	nextPod   int
 	busy      int // pods running a job
-	room      int // surplus pods a shrink may still keep (Unrefilled)
+	// outReady is when each starting pod outside the pools' ReplicaSets
+	// (a cold pod, a starting pod a job took) becomes Ready, for
+	// PodStartPerStarting's count (pruned as it counts).
+	outReady []time.Time
+	room     int // surplus pods a shrink may still keep (Unrefilled)
 }
 
 // pool is a pool Deployment, its ReplicaSet's pods and the controller's
@@ -571,6 +581,9 @@ func (w *world) claimStarting(p *pool, j *Job) bool {
 	}
 	oldest.reserved, oldest.late = j, true
 	w.coldWait(w.cfg.WarmWait+oldest.readyAt.Sub(w.now), true)
+	if w.cfg.PodStartPerStarting > 0 {
+		w.outReady = append(w.outReady, oldest.readyAt)
+	}
 	w.take(p, oldest, j, false, oldest.readyAt.Add(j.Hold))
 	return true
 }
@@ -620,6 +633,9 @@ func (w *world) cold(j *Job, demand bool, waited time.Duration) {
 	w.countJob(j, false)
 	w.res.PodsMade++
 	start := w.podStart()
+	if w.cfg.PodStartPerStarting > 0 {
+		w.outReady = append(w.outReady, w.now.Add(start))
+	}
 	w.coldWait(waited+start, false)
 	w.busy++
 	w.push(event{at: w.now.Add(start + j.Hold), kind: evEnd})
@@ -662,13 +678,31 @@ func (w *world) batch() {
 	w.push(event{at: w.now.Add(w.cfg.Batch), kind: evDecide})
 }
 
-// podStart draws a pod start, scaled by Config.PodStartScale.
+// podStart draws a pod start, plus Config.PodStartPerStarting for each
+// pod starting now, scaled by Config.PodStartScale.
 func (w *world) podStart() time.Duration {
 	d := w.d.podStart(w.cfg.PodStartMedian, w.cfg.PodStartP95)
+	if w.cfg.PodStartPerStarting > 0 {
+		d += time.Duration(w.starting()) * w.cfg.PodStartPerStarting
+	}
 	if w.cfg.PodStartScale > 0 {
 		d = time.Duration(float64(d) * w.cfg.PodStartScale)
 	}
 	return d
+}
+
+// starting counts the pods not Ready yet: the pools' and the cold ones.
+func (w *world) starting() int {
+	n := 0
+	for _, p := range w.pools {
+		for _, pd := range p.rs {
+			if pd.readyAt.After(w.now) {
+				n++
+			}
+		}
+	}
+	w.outReady = slices.DeleteFunc(w.outReady, func(t time.Time) bool { return !t.After(w.now) })
+	return n + len(w.outReady)
 }
 
 // reconcileRS is the ReplicaSet: pods up to replicas, made at once.

@@ -220,3 +220,70 @@ func TestUnrefilledMakesFewerPods(t *testing.T) {
 		assert.LessOrEqual(t, s.Idle, float64(w.Budget), "at %s: the surplus kept fits in the budget", s.At)
 	}
 }
+
+// Config.PodStartPerStarting: thirty cold pods made at once start in
+// turn, each later by what the pods already starting add (every start 3 s
+// here, plus 1 s per pod ahead of it: 3 s to 32 s), and pods made once
+// those are Ready start in 3 s again.
+func TestPodStartPerStarting(t *testing.T) {
+	start := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	var jobs []Job
+	for _, at := range []time.Duration{11 * time.Hour, 12 * time.Hour} {
+		for range 30 {
+			jobs = append(jobs, Job{At: start.Add(at), Image: "golang", Hold: time.Minute})
+		}
+	}
+	cfg := Config{Start: start, Days: 1, Budget: 20, WarmWait: time.Second, Resync: 10 * time.Second,
+		Batch: 200 * time.Millisecond, Seed: 1, Bucket: time.Hour, Pools: []string{"ruby"},
+		PodStartMedian: 3 * time.Second}
+	alone, err := Play(jobs, Fixed, cfg)
+	require.NoError(t, err)
+	require.Equal(t, 60, alone.ColdStarts)
+	assert.InDelta(t, 60*3.0, alone.ColdWaitSeconds, 0.01)
+	cfg.PodStartPerStarting = time.Second
+	crowd, err := Play(jobs, Fixed, cfg)
+	require.NoError(t, err)
+	assert.InDelta(t, 2*(30*3.0+29*30/2), crowd.ColdWaitSeconds, 0.01, "each burst: 3 s each and 0+1+…+29 s of the pods ahead")
+}
+
+// FitStarts finds the share of each pod starting ahead in a crowd's
+// starts, and the rest of each start as the log-normal's; a pod deleted
+// before Ready slowed those made while it started, and a cluster whose
+// starts do not grow with the crowd gets no share.
+func TestFitStarts(t *testing.T) {
+	t0 := time.Date(2026, 11, 2, 11, 0, 0, 0, time.UTC)
+	var crowd []StartSample
+	// Ten pods made 10 ms apart, each 2 s plus 0.5 s per pod ahead.
+	for i := range 10 {
+		made := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		crowd = append(crowd, StartSample{Made: made, Ready: made.Add(2*time.Second + time.Duration(i)*500*time.Millisecond)})
+	}
+	// One made later, alone: 2 s.
+	alone := t0.Add(time.Minute)
+	crowd = append(crowd, StartSample{Made: alone, Ready: alone.Add(2 * time.Second)})
+	m := FitStarts(crowd)
+	assert.Equal(t, 11, m.Pods)
+	assert.InDelta(t, 0.5, m.PerStarting.Seconds(), 0.001)
+	assert.InDelta(t, 2, m.Median.Seconds(), 0.01)
+	assert.InDelta(t, 2, m.P95.Seconds(), 0.01)
+
+	// A pod deleted while starting counts for those made before it went.
+	gone := []StartSample{
+		{Made: t0, Gone: t0.Add(time.Second)},
+		{Made: t0.Add(100 * time.Millisecond), Ready: t0.Add(3100 * time.Millisecond)},
+		{Made: t0.Add(4 * time.Second), Ready: t0.Add(6 * time.Second)},
+	}
+	m = FitStarts(gone)
+	assert.Equal(t, 2, m.Pods)
+	assert.InDelta(t, 1, m.PerStarting.Seconds(), 0.001, "3 s with one ahead, 2 s alone")
+
+	var flat []StartSample
+	for i := range 5 {
+		made := t0.Add(time.Duration(i) * time.Millisecond)
+		flat = append(flat, StartSample{Made: made, Ready: made.Add(time.Duration(5-i) * time.Second)})
+	}
+	m = FitStarts(flat)
+	assert.Zero(t, m.PerStarting, "starts that shrink with the crowd: no share")
+	assert.Equal(t, 3*time.Second, m.Median)
+	assert.Zero(t, FitStarts(nil).Pods)
+}
