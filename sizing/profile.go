@@ -232,7 +232,8 @@ type Forecast struct {
 // come back the next day. So a Monday-only pipeline makes the daily series
 // pre-warm Tuesday in its first two weeks, and then no more; a new daily
 // pipeline is warm from its second day even in a pool that has run for
-// months.
+// months. Where no slot's level asks for more than one pod, a trickle of
+// claims spread over the next TrickleHorizon keeps one (trickle).
 func (p *Profile) Forecast(now time.Time, lead time.Duration) Forecast {
 	var f Forecast
 	if p.through == 0 {

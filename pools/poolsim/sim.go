@@ -103,7 +103,7 @@ type Config struct {
 	// cluster adds to a new pod's start (before PodStartScale; 0: none):
 	// where the node's cores are the limit, tens of pods made at once
 	// start in turn, and a pod made into a crowd waits for it. make
-	// bench-pools fits it to the cluster's own starts (pbStartModel).
+	// bench-pools fits it to the cluster's own starts (FitStarts).
 	PodStartPerStarting time.Duration
 	// Unrefilled plays a claim path warmpod does not have, to measure it
 	// (a what-if, bench/pools-sim.md): a claim of a pod of a pool the
