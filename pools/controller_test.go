@@ -299,5 +299,5 @@ func TestLearnedProfileSurvivesATakeover(t *testing.T) {
 	assert.Equal(t, 20, h2.api.replicas(t, "alpine"))
 	ev := strings.Join(h2.events(), "\n")
 	assert.Contains(t, ev, "Normal ScaledByProfile replicas 0 → 20")
-	assert.Contains(t, ev, "pre-warming 20 for Tue 11:00 UTC, seen on 1 of the last 1 weekdays")
+	assert.Contains(t, ev, "pre-warming 20 for Tue 11:00 UTC, seen on 1 of the last 1 weekday")
 }

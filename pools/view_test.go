@@ -60,7 +60,7 @@ func TestViews(t *testing.T) {
 		Floor: 1, Max: 40, IdleCount: 1, Period: 1, Policy: g.Policy, Status: st, Coming: g.Coming}, g)
 	require.NotEmpty(t, g.Coming)
 	assert.Equal(t, 30, g.Coming[0].Pods)
-	assert.Contains(t, g.Coming[0].Why, "pre-warming 30 for Tue 11:00 UTC, seen on 1 of the last 1 weekdays")
+	assert.Contains(t, g.Coming[0].Why, "pre-warming 30 for Tue 11:00 UTC, seen on 1 of the last 1 weekday")
 	assert.NotEmpty(t, views[1].PolicyErr)
 	assert.Equal(t, "python:3.12", views[0].FoundFrom)
 	assert.NotEmpty(t, views[0].ProfileErr)

@@ -310,16 +310,16 @@ func (p *Profile) share(i int64) (float64, string) {
 	w, d := p.week[weekSlot(i)], p.day[dayClass(i)][daySlot(i)]
 	seenW, seenD := p.seen(i, prevWeek), p.seen(i, prevDay)
 	if seenD > 0 && p.dailyCounts(w, d, seenW, seenD) {
-		kind := "weekdays"
+		kind := "weekday"
 		if dayClass(i) == 1 {
-			kind = "weekend days"
+			kind = "weekend day"
 		}
-		return float64(ones(d.hits, seenD)) / float64(seenD), fmt.Sprintf("%d %s", seenD, kind)
+		return float64(ones(d.hits, seenD)) / float64(seenD), counted(seenD, kind)
 	}
 	if seenW == 0 {
 		return 0, ""
 	}
-	return float64(ones(w.hits, seenW)) / float64(seenW), fmt.Sprintf("%d weeks", seenW)
+	return float64(ones(w.hits, seenW)) / float64(seenW), counted(seenW, "week")
 }
 
 // expect is slot i's expectation in pods, and which series gave it.
@@ -333,12 +333,21 @@ func (p *Profile) expect(i int64) (int, string) {
 		if dayClass(i) == 1 {
 			kind = "weekend day"
 		}
-		return dn, fmt.Sprintf("pre-warming %d for %s UTC, seen on %d of the last %d %ss", dn, at, ones(d.hits, seenD), seenD, kind)
+		return dn, fmt.Sprintf("pre-warming %d for %s UTC, seen on %d of the last %s", dn, at, ones(d.hits, seenD), counted(seenD, kind))
 	}
 	if wn == 0 {
 		return 0, ""
 	}
-	return wn, fmt.Sprintf("pre-warming %d for %s UTC, seen %d of the last %d weeks", wn, at, ones(w.hits, seenW), seenW)
+	return wn, fmt.Sprintf("pre-warming %d for %s UTC, seen %d of the last %s", wn, at, ones(w.hits, seenW), counted(seenW, "week"))
+}
+
+// counted is "n noun", the noun plural unless n is 1 ("1 week", "3 weekend
+// days"): the reasons are read by people (Events, warmpod-pools status).
+func counted(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // dailyCounts is Forecast's rule for whether a slot's daily level counts.

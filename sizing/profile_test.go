@@ -99,7 +99,7 @@ func TestProfileWeeklyPipelineWarmFromItsSecondWeek(t *testing.T) {
 			assert.Zero(t, f.Pods)
 		case wd == time.Monday:
 			assert.Equal(t, 20, f.Pods, "day %d", d)
-			assert.Contains(t, f.Why, "weeks")
+			assert.Contains(t, f.Why, "week")
 		case f.Pods > 0:
 			others[d] = f.Pods
 		}
@@ -270,4 +270,19 @@ func FuzzUnmarshalProfile(f *testing.F) {
 		_ = q.Forecast(day(3, 10, 58), time.Minute)
 		q.Fold(nil, time.Minute, day(3, 0, 0), day(3, 1, 0))
 	})
+}
+
+func TestCountedNamesOneInTheSingular(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		noun string
+		want string
+	}{
+		{1, "week", "1 week"},
+		{2, "week", "2 weeks"},
+		{0, "weekday", "0 weekdays"},
+		{3, "weekend day", "3 weekend days"},
+	} {
+		assert.Equal(t, c.want, counted(c.n, c.noun))
+	}
 }
