@@ -48,6 +48,11 @@ type simConfig struct {
 	// bursts are the minutes at which a 30-job pipeline arrives (within
 	// two seconds) on one pool.
 	bursts []int
+	// learned seeds every pool's saved demand profile with the run's own
+	// arrivals on the five weekdays before it, so the controller starts as
+	// after a week of learning: it pre-warms the pipelines and keeps a
+	// pool's trickle pod from its first decision.
+	learned bool
 }
 
 // simPolicy is one of the pools' policies, by pool index modulo 4: a
@@ -128,6 +133,80 @@ func TestSimulation(t *testing.T) {
 	w := newSimWorld(t, cfg)
 	w.run()
 	w.report()
+}
+
+// TestSimulationLearned is TestSimulation with every pool's profile
+// learned (simConfig.learned): the controller pre-warms from the first
+// decision on, and the forecast's slot boundaries are what touch a pool
+// besides its pods and claims (simWorld.forecastTouches). Those windows
+// cover most of each slot, so here the bound on changes holds only
+// loosely (TestSimulation's is the tight one); this run measures what
+// learning costs: the writes (the first decision of a leader with learned
+// profiles pre-warms every pool that expects jobs at once) and the heap.
+// Under the race detector it runs the -short size: TestSimulation covers
+// the same code at full size there.
+func TestSimulationLearned(t *testing.T) {
+	cfg := simConfig{pools: 1000, jobsPerHour: 10_000, start: simBoundary.Add(-30 * time.Minute), duration: time.Hour,
+		budget: 1200, bursts: []int{12, 31, 47}, learned: true}
+	if testing.Short() || raceEnabled {
+		cfg = simConfig{pools: 100, jobsPerHour: 1000, start: simBoundary.Add(-10 * time.Minute), duration: 20 * time.Minute,
+			budget: 120, bursts: []int{7}, learned: true}
+	}
+	w := newSimWorld(t, cfg)
+	w.run()
+	w.report()
+}
+
+// seedProfiles saves into each pool's Deployment the profile a controller
+// would have learned on the five weekdays before (a week ago Monday to
+// Friday), each day's arrivals drawn as the run's are but with a seed of
+// its own (the same rates and pipelines, other jobs), and schedules the
+// touches of its forecast (forecastTouches).
+func (w *simWorld) seedProfiles() {
+	byPool := map[string][]time.Time{}
+	for _, back := range []int{7, 6, 5, 4, 3} { // Mon … Fri of the week before
+		for _, a := range w.draw(rand.New(rand.NewPCG(28, uint64(back))), w.cfg.start.AddDate(0, 0, -back)) {
+			byPool[a.pool.name] = append(byPool[a.pool.name], a.at)
+		}
+	}
+	known := w.cfg.start.AddDate(0, 0, -7)
+	for _, p := range w.pools {
+		var prof sizing.Profile
+		prof.Fold(byPool[p.name], p.start, known, w.cfg.start)
+		obj, err := w.api.Tracker().Get(appsv1.SchemeGroupVersion.WithResource("deployments"), ns, p.name)
+		require.NoError(w.t, err)
+		d := obj.(*appsv1.Deployment).DeepCopy()
+		d.Annotations[poolapi.AnnotationProfile] = prof.Marshal()
+		require.NoError(w.t, w.api.Tracker().Update(appsv1.SchemeGroupVersion.WithResource("deployments"), d, ns))
+		w.forecastTouches(p)
+	}
+}
+
+// forecastTouches schedules the decisions where pool p's forecast may
+// change (sizing.Profile.Forecast, with the tracker's lead of one measured
+// pod start): when the slot now is in changes (its trickle too), and when
+// one lead and one slot ahead reaches the next slot's start, for any lead
+// the controller may have measured (the default before a start is
+// measured; within a quarter of p's start after). Each is a window up to
+// the decision after it, and the shrink it may ask for waits a stable
+// window after any point of it.
+func (w *simWorld) forecastTouches(p *simPool) {
+	end := w.cfg.start.Add(w.cfg.duration)
+	first := w.cfg.start.Truncate(sizing.ProfileSlot)
+	slack := DefaultResync + time.Second
+	for b := first; !b.After(end.Add(sizing.ProfileSlot + sizing.DefaultPodStart)); b = b.Add(sizing.ProfileSlot) {
+		ahead := b.Add(-sizing.ProfileSlot)
+		for _, win := range [][2]time.Time{
+			{b, b.Add(slack)},
+			{ahead.Add(-sizing.DefaultPodStart), ahead.Add(-sizing.DefaultPodStart + slack)},
+			{ahead.Add(-p.start * 5 / 4).Add(-time.Second), ahead.Add(-p.start * 3 / 4).Add(slack)},
+		} {
+			from := win[0].Add(sizing.StableWindow - DefaultResync)
+			w.later = append(w.later,
+				simTouch{at: win[0], pool: p.name, stable: true, until: win[1]},
+				simTouch{at: from, pool: p.name, stable: true, until: win[1].Add(sizing.StableWindow + sizing.PanicWindow + 3*DefaultResync + time.Second)})
+		}
+	}
 }
 
 // simPool is one pool as the test's ReplicaSet and drivers know it.
@@ -251,6 +330,9 @@ func newSimWorld(t *testing.T, cfg simConfig) *simWorld {
 	// never sized.
 	require.NoError(t, w.api.Tracker().Add(poolDeployment("sim-barrier", "", 0)))
 	w.trace()
+	if cfg.learned {
+		w.seedProfiles()
+	}
 	w.api.writes = map[string]int{}
 	w.heapBefore = heapInUse()
 	w.startController()
@@ -277,14 +359,20 @@ func shippedTemplate(t *testing.T) corev1.PodTemplateSpec {
 // each to a pool by a 1/rank popularity (rank = the pool's index), and the
 // pipelines.
 func (w *simWorld) trace() {
+	w.arrivals = w.draw(w.rng, w.cfg.start)
+}
+
+// draw is trace's arrivals of a run from start, drawn with rng.
+func (w *simWorld) draw(rng *rand.Rand, start time.Time) []simArrival {
+	var arrivals []simArrival
 	n := int(float64(w.cfg.jobsPerHour) * w.cfg.duration.Hours())
 	var total float64
 	for i := range w.pools {
 		total += 1 / float64(i+1)
 	}
 	for range n {
-		at := w.cfg.start.Add(time.Duration(w.rng.Int64N(int64(w.cfg.duration))))
-		x := w.rng.Float64() * total
+		at := start.Add(time.Duration(rng.Int64N(int64(w.cfg.duration))))
+		x := rng.Float64() * total
 		p := w.pools[len(w.pools)-1]
 		for i, q := range w.pools {
 			if x -= 1 / float64(i+1); x < 0 {
@@ -292,16 +380,17 @@ func (w *simWorld) trace() {
 				break
 			}
 		}
-		w.arrivals = append(w.arrivals, simArrival{at: at, pool: p})
+		arrivals = append(arrivals, simArrival{at: at, pool: p})
 	}
 	for k, m := range w.cfg.bursts {
 		p := w.pools[(20+30*k)%len(w.pools)]
 		for j := range 30 {
-			at := w.cfg.start.Add(time.Duration(m)*time.Minute + time.Duration(j)*60*time.Millisecond)
-			w.arrivals = append(w.arrivals, simArrival{at: at, pool: p})
+			at := start.Add(time.Duration(m)*time.Minute + time.Duration(j)*60*time.Millisecond)
+			arrivals = append(arrivals, simArrival{at: at, pool: p})
 		}
 	}
-	slices.SortStableFunc(w.arrivals, func(a, b simArrival) int { return a.at.Compare(b.at) })
+	slices.SortStableFunc(arrivals, func(a, b simArrival) int { return a.at.Compare(b.at) })
+	return arrivals
 }
 
 // startController makes the Controller over its own view of the API
@@ -343,7 +432,9 @@ func (w *simWorld) run() {
 	next := 0
 	end := w.cfg.start.Add(w.cfg.duration)
 	w.decide()
-	require.Zero(w.t, w.view.total(), "the first decision, with every pool at its policy's size, writes nothing")
+	if !w.cfg.learned {
+		require.Zero(w.t, w.view.total(), "the first decision, with every pool at its policy's size, writes nothing")
+	}
 	for now := w.cfg.start; now.Before(end); {
 		now = now.Add(time.Second)
 		w.clock.SetTime(now)
@@ -374,6 +465,9 @@ func (w *simWorld) run() {
 		}
 	}
 	w.decide()
+	// The ReplicaSets carry out what it scaled down (at the end of a
+	// learned run a slot begins, and the forecast may ask for fewer).
+	w.replicaSets(end)
 	before := w.view.total()
 	w.decide()
 	require.Equal(w.t, before, w.view.total(), "a decision over an unchanged cluster writes")

@@ -1,0 +1,5 @@
+//go:build !race
+
+package pools
+
+const raceEnabled = false
