@@ -17,36 +17,14 @@ import (
 // sets on a pool pod.
 const retireCost = "-2147483648"
 
-// Status is the JSON of poolapi.AnnotationSizing.
-type Status struct {
-	// Replicas is the size the controller set.
-	Replicas int `json:"replicas"`
-	// Reason is the rule that set it: a sizing.Reason, or "budget" when the
-	// namespace's budget cut the pool's own figure, or "invalid" when the
-	// policy could not be read (the size is then left alone).
-	Reason string `json:"reason"`
-	// Message says the same for a human (for "invalid": the field and why).
-	Message string `json:"message"`
-	// Desired is the pool's own figure before the budget.
-	Desired int `json:"desired"`
-	// Demand is the most claims within one pod start of the last idle_time,
-	// and DemandAt the time of the last of them; LastClaim the pool's last
-	// claim. A new leader seeds its history from them (Tracker.Seed).
-	Demand    int       `json:"demand"`
-	DemandAt  time.Time `json:"demandAt,omitzero"`
-	LastClaim time.Time `json:"lastClaim,omitzero"`
-	// PodStart is the measured pod start time used, in seconds.
-	PodStart float64 `json:"podStartSeconds"`
-	// DecidedAt is when this was decided.
-	DecidedAt time.Time `json:"decidedAt"`
-}
+// Status is the JSON of poolapi.AnnotationSizing: the contract's own type,
+// which the drivers read too (the measured pod start).
+type Status = poolapi.SizingStatus
 
 // readStatus parses d's poolapi.AnnotationSizing; the zero Status when there is
 // none or it does not parse (a status is advice, never a reason to fail).
 func readStatus(d *appsv1.Deployment) Status {
-	var s Status
-	_ = json.Unmarshal([]byte(d.Annotations[poolapi.AnnotationSizing]), &s)
-	return s
+	return poolapi.ReadSizingStatus(d.Annotations)
 }
 
 // poolPods are a pool's pods in the informer's cache, sorted by what they

@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -138,11 +137,9 @@ func currentHash(d *appsv1.Deployment, rsets []appsv1.ReplicaSet) string {
 // field podStartSeconds, seconds); 0 when there is none or it does not
 // parse: advice, never a reason to fail.
 func controllerPodStart(d *appsv1.Deployment) time.Duration {
-	var st struct {
-		PodStart float64 `json:"podStartSeconds"`
-	}
-	if json.Unmarshal([]byte(d.Annotations[poolapi.AnnotationSizing]), &st) != nil || !(st.PodStart > 0 && st.PodStart < 3600) {
+	s := poolapi.ReadSizingStatus(d.Annotations).PodStart
+	if !(s > 0 && s < 3600) {
 		return 0
 	}
-	return time.Duration(st.PodStart * float64(time.Second))
+	return time.Duration(s * float64(time.Second))
 }
