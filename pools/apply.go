@@ -39,6 +39,12 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, now time.
 		}
 	}
 	if next == cur {
+		if readStatus(d).Reason == "invalid" && c.revalidated[x.key] != d.ResourceVersion {
+			// The size was already right, but the status still says the
+			// policy is invalid: status and NOTES would go on telling a
+			// person their fixed policy is broken until the size moves.
+			c.policyValidAgain(ctx, x, cur, reason, now)
+		}
 		return unmarkErr
 	}
 	scale := &autoscalingv1.Scale{
@@ -78,6 +84,25 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, now time.
 		c.log.Warn("writing the pool's status failed", "pool", name, "err", err)
 	}
 	return unmarkErr
+}
+
+// policyValidAgain reports, once, that pool x's policy parses again where
+// its status says invalid and its size stays cur: an Event and the status
+// of the decision. The status is advice: a failed write is logged, and the
+// next decision tries again (it still reads "invalid"); a written one is
+// not written again while the cache still shows the Deployment it was
+// written on.
+func (c *Controller) policyValidAgain(ctx context.Context, x decided, cur int, reason string, now time.Time) {
+	msg := fmt.Sprintf("%s is valid again; replicas %d: %s", poolapi.AnnotationPolicy, cur, x.dec.Message)
+	c.rec.Event(x.d, corev1.EventTypeNormal, EventPolicyValid, msg)
+	st := Status{Replicas: cur, Reason: reason, Message: msg, Desired: x.dec.Idle, Demand: x.dec.Terms.Demand,
+		DemandAt: demandAt(x.claims, x.dec.Terms.Demand), LastClaim: x.lastDem.UTC(), PodStart: x.start.Seconds(), DecidedAt: now.UTC()}
+	if err := c.writeStatus(ctx, x.d, st); err != nil {
+		c.m.errors.WithLabelValues("status").Inc()
+		c.log.Warn("writing the pool's status failed", "pool", x.d.Name, "err", err)
+		return
+	}
+	c.revalidated[x.key] = x.d.ResourceVersion
 }
 
 // eventReason is the Event reason for a sizing reason: "ScaledBy" and the

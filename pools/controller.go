@@ -77,6 +77,9 @@ const (
 	// EventInvalidPolicy: the pool's warmpod.dev/policy does not parse; the
 	// message names the field. The pool keeps its size.
 	EventInvalidPolicy = "InvalidPolicy"
+	// EventPolicyValid: a pool whose policy was invalid has a valid one
+	// again and kept its size (a change of size says so in its own Event).
+	EventPolicyValid = "PolicyValid"
 	// EventScaleFailed: a write to change the pool's size failed; it is
 	// retried with back-off.
 	EventScaleFailed = "ScaleFailed"
@@ -106,6 +109,10 @@ type Controller struct {
 
 	// Owned by the worker goroutine.
 	invalid map[string]string // pool → the policy text reported invalid
+	// revalidated: pool → the Deployment's resourceVersion on which its
+	// "valid again" status was written, while the cache may still show the
+	// "invalid" one (reported once, as the invalid text is).
+	revalidated map[string]string
 	// policies are the pools' parsed policies, parsed again only when the
 	// text changes: a YAML parse per pool per decision was most of a
 	// decision's CPU at 1,000 pools.
@@ -157,7 +164,7 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 	pf := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(cfg.Namespace), strip,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = poolapi.LabelPool }))
 	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f, podFactory: pf,
-		invalid: map[string]string{}, sized: map[string]bool{}, policies: map[string]parsedPolicy{},
+		invalid: map[string]string{}, revalidated: map[string]string{}, sized: map[string]bool{}, policies: map[string]parsedPolicy{},
 		grown: map[string]grown{}, waiting: map[string]int{}, finder: sizing.NewFinder(cfg.Discovery), dampers: map[string]*damped{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 2*time.Minute),
@@ -470,6 +477,7 @@ func (c *Controller) forgetGone(present map[string]bool) {
 			delete(c.policies, key)
 			delete(c.grown, key)
 			delete(c.dampers, key)
+			delete(c.revalidated, key)
 			ns, name, _ := cache.SplitMetaNamespaceKey(key)
 			c.tracker.Remove(key)
 			c.m.forget(ns, name)

@@ -159,6 +159,40 @@ func TestInvalidPolicyKeepsThePoolsSize(t *testing.T) {
 	}
 }
 
+// A policy fixed while the pool's size is already right: the status no
+// longer says invalid (warmpod-pools status and the chart's NOTES read it),
+// and one PolicyValid Event says so; a later decision writes nothing more.
+func TestFixedPolicyClearsTheInvalidStatus(t *testing.T) {
+	h := newHarness(t, monday9, sizing.Budget{}, poolDeployment("pool", "- idle_count: 3\n  timezone: Mars/Olympus", 3))
+	ctx := context.Background()
+	require.NoError(t, h.c.Reconcile(ctx))
+	d, err := h.api.AppsV1().Deployments(ns).Get(ctx, "pool", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "invalid", readStatus(d).Reason)
+	h.events()
+
+	d.Annotations[poolapi.AnnotationPolicy] = "- idle_count: 3"
+	d.ResourceVersion = "fixed"
+	_, err = h.api.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	h.settle(t)
+	require.NoError(t, h.c.Reconcile(ctx))
+	assert.Equal(t, 3, h.api.replicas(t, "pool"), "the size was right: no scale write")
+	d, err = h.api.AppsV1().Deployments(ns).Get(ctx, "pool", metav1.GetOptions{})
+	require.NoError(t, err)
+	st := readStatus(d)
+	assert.Equal(t, string(sizing.ReasonPeriod), st.Reason)
+	assert.Equal(t, 3, st.Replicas)
+	assert.Contains(t, st.Message, "warmpod.dev/policy is valid again; replicas 3: ")
+	ev := h.events()
+	require.Len(t, ev, 1)
+	assert.Contains(t, ev[0], "Normal PolicyValid warmpod.dev/policy is valid again")
+
+	h.settle(t)
+	require.NoError(t, h.c.Reconcile(ctx))
+	assert.Empty(t, h.events(), "reported once")
+}
+
 // The API server failing: the error is returned for a retry with back-off,
 // and nothing changes.
 func TestAPIServerDownChangesNothing(t *testing.T) {
