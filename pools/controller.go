@@ -202,6 +202,7 @@ func (c *Controller) Run(ctx context.Context) error {
 // directly instead of Run). Errors: a cache did not sync before ctx ended.
 func (c *Controller) Start(ctx context.Context) error {
 	c.started = c.clock.Now()
+	c.tracker.Began(c.started)
 	di := c.factory.Apps().V1().Deployments()
 	c.deps, c.depsOK = di.Lister(), di.Informer().HasSynced
 	enqueue := func(any) { c.queue.AddAfter(c.cfg.Namespace, c.cfg.Batch) }

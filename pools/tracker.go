@@ -53,6 +53,9 @@ type poolHistory struct {
 	last          time.Time
 	starts        []time.Duration
 	ups           []scaleUp
+	// waits are the claims of the last history whose wait is known, in
+	// the order their waits became known (Recent).
+	waits []waitSample
 	// profile is the pool's learned demand; changed when it first learned
 	// something since it was last saved (zero: nothing).
 	profile sizing.Profile
@@ -76,6 +79,8 @@ type Tracker struct {
 	mu    sync.Mutex
 	pools map[string]*poolHistory // by namespace/name
 	seen  map[types.UID]uint8     // what was counted of a pod: seen* bits
+	// began is when the tracker began to see claims (Began).
+	began time.Time
 	// ignoreBefore[pool]: claims at or before it are already in a seeded
 	// figure (see Seed).
 	ignoreBefore map[string]time.Time
@@ -153,6 +158,7 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 			if c.Warm {
 				o.Wait, o.WaitWarm = c.Wait, true
 				bits |= seenWait
+				addWait(h, waitSample{at: c.At, wait: c.Wait, warm: true})
 			}
 		}
 	}
@@ -187,6 +193,9 @@ func (t *Tracker) Observe(pod *corev1.Pod, now time.Time) Observed {
 		// A cold pod's wait ends when it is Ready.
 		bits |= seenWait
 		o.Wait = waitOf(pod) + max(wall, 0)
+		if c, ok := claimOf(pod, name, cold, now, t.of); ok {
+			addWait(h, waitSample{at: c.At, wait: o.Wait})
+		}
 	}
 	return o
 }
@@ -365,6 +374,7 @@ func (t *Tracker) Demand(key string, now time.Time) (claims, colds []time.Time, 
 	cut := now.Add(-history)
 	h.claims = slices.DeleteFunc(h.claims, func(c time.Time) bool { return c.Before(cut) })
 	h.colds = slices.DeleteFunc(h.colds, func(c time.Time) bool { return c.Before(cut) })
+	h.waits = slices.DeleteFunc(h.waits, func(w waitSample) bool { return w.at.Before(cut) })
 	h.ups = slices.DeleteFunc(h.ups, func(u scaleUp) bool { return !u.at.After(now.Add(-time.Minute)) })
 	for _, u := range h.ups {
 		upLastMinute += u.n

@@ -41,6 +41,40 @@ type View struct {
 	Coming []sizing.Forecast
 	// ProfileErr says why the saved profile does not read.
 	ProfileErr string
+	// Claims are its claims of the last hour and day as the leading
+	// controller counted them (FetchRecent); nil when not known.
+	Claims *RecentClaims
+}
+
+// WithClaims sets each view's Claims from recent (by pool name).
+func WithClaims(views []View, recent []RecentClaims) {
+	by := map[string]*RecentClaims{}
+	for i := range recent {
+		by[recent[i].Pool] = &recent[i]
+	}
+	for i := range views {
+		views[i].Claims = by[views[i].Name]
+	}
+}
+
+// claimsLine is a pool's claims of the last hour and day, for a person:
+// "claims, last hour: 18 of 19 warm (95 %), wait p50 0.10 s, p95 8.50 s;
+// last day: …", and since when the controller counted when that is less
+// than a day.
+func claimsLine(r RecentClaims, now time.Time) string {
+	win := func(name string, c ClaimWindow) string {
+		n := c.Warm + c.Cold
+		if n == 0 {
+			return name + ": no claim"
+		}
+		return fmt.Sprintf("%s: %d of %d warm (%.0f %%), wait p50 %.2f s, p95 %.2f s", name, c.Warm, n,
+			100*float64(c.Warm)/float64(n), c.WaitP50Secs, c.WaitP95Secs)
+	}
+	line := "claims, " + win("last hour", r.Hour) + "; " + win("last day", r.Day)
+	if !r.Since.IsZero() && now.Sub(r.Since) < history {
+		line += fmt.Sprintf(" (counted since the controller took the lead, %s ago)", now.Sub(r.Since).Round(time.Second))
+	}
+	return line
 }
 
 // Views reads the pools of deps (pool Deployments) and pods (the
@@ -161,6 +195,9 @@ func RenderViews(w io.Writer, views []View, now time.Time) error {
 		}
 		if v.Status.PodStart > 0 {
 			fmt.Fprintf(w, "  pod start (measured): %.1f s\n", v.Status.PodStart)
+		}
+		if v.Claims != nil {
+			fmt.Fprintf(w, "  %s\n", claimsLine(*v.Claims, now))
 		}
 		switch {
 		case v.ProfileErr != "":

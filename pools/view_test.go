@@ -65,6 +65,15 @@ func TestViews(t *testing.T) {
 	assert.Equal(t, "python:3.12", views[0].FoundFrom)
 	assert.NotEmpty(t, views[0].ProfileErr)
 
+	WithClaims(views, []RecentClaims{
+		{Pool: "golang", Hour: ClaimWindow{Warm: 18, Cold: 1, WaitP50Secs: 0.1, WaitP95Secs: 8.5},
+			Day: ClaimWindow{Warm: 22, Cold: 2, WaitP50Secs: 0.08, WaitP95Secs: 8.5}, Since: now.Add(-2 * time.Hour)},
+		{Pool: "manual", Since: now.Add(-48 * time.Hour)},
+		{Pool: "gone", Hour: ClaimWindow{Warm: 1}},
+	})
+	require.NotNil(t, views[2].Claims)
+	assert.Nil(t, views[1].Claims, "a pool the controller counted no claim of")
+
 	var b bytes.Buffer
 	require.NoError(t, RenderViews(&b, views, now))
 	out := b.String()
@@ -77,6 +86,8 @@ func TestViews(t *testing.T) {
 		"made by the controller for python:3.12",
 		"the saved profile does not read (the controller learns anew)",
 		"pod start (measured): 3.2 s",
+		"  claims, last hour: 18 of 19 warm (95 %), wait p50 0.10 s, p95 8.50 s; last day: 22 of 24 warm (92 %), wait p50 0.08 s, p95 8.50 s (counted since the controller took the lead, 2h0m0s ago)\n",
+		"  claims, last hour: no claim; last day: no claim\n",
 	} {
 		assert.Contains(t, out, want)
 	}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,7 +79,7 @@ func parseFlags(args []string) (options, []string, error) {
 	fs.StringVar(&o.budgetMemory, "budget-memory", "", "the most memory the idle pods may request together, a quantity such as 8Gi (empty: no limit)")
 	fs.BoolVar(&o.discoverPools, "discover-pools", false, "make a pool from the default pool for an image whose jobs went cold without one 3 times within a day, and remove it after a week without a claim (needs create and delete on deployments)")
 	fs.DurationVar(&o.resync, "resync", pools.DefaultResync, "longest time between two decisions without an event: the lag behind a period's start or an idle_time's end")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics and /healthz (empty: none)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", ":9090", "address of /metrics, /healthz, the drivers' offers of idle pods (/v1/offer) and the leader's recent claims (/v1/claims) (empty: none)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "hold a coordination.k8s.io Lease so that one replica sizes pools at a time")
 	fs.StringVar(&o.lease, "lease-name", "warmpod-pools", "name of the Lease, in --namespace")
 	fs.StringVar(&o.identity, "identity", "", "this replica's name in the Lease (default: $POD_NAME, else the host name)")
@@ -211,6 +212,9 @@ func serve(ctx context.Context, o options, budget sizing.Budget, log *slog.Logge
 	if err != nil {
 		return err
 	}
+	// leading is the controller while this replica leads: ClaimsPath
+	// serves its recent claims (warmpod-pools status reads them there).
+	var leading atomic.Pointer[pools.Controller]
 	if o.metricsAddr != "" {
 		// Every replica offers idle pods to the drivers' claims, leader
 		// or not (package offer): a claim should not wait for a takeover.
@@ -218,7 +222,7 @@ func serve(ctx context.Context, o options, budget sizing.Budget, log *slog.Logge
 		if err != nil {
 			return err
 		}
-		if err := serveMetrics(ctx, o.metricsAddr, reg, offers, log); err != nil {
+		if err := serveMetrics(ctx, o.metricsAddr, reg, offers, pools.ClaimsHandler(leading.Load), log); err != nil {
 			return err
 		}
 		go func() {
@@ -238,7 +242,10 @@ func serve(ctx context.Context, o options, budget sizing.Budget, log *slog.Logge
 	lead := func(ctx context.Context) error {
 		m.SetLeader(true)
 		defer m.SetLeader(false)
-		return pools.New(cs, cfg, log, clock.RealClock{}, rec, m).Run(ctx)
+		c := pools.New(cs, cfg, log, clock.RealClock{}, rec, m)
+		leading.Store(c)
+		defer leading.Store(nil)
+		return c.Run(ctx)
 	}
 	if !o.leaderElect {
 		return lead(ctx)
@@ -310,9 +317,10 @@ func elect(ctx context.Context, o options, cs kubernetes.Interface, ns string, r
 	return runErr
 }
 
-// serveMetrics serves /metrics, /healthz and the drivers' offers
-// (poolapi.OfferPath) on addr until ctx ends.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, offers http.Handler, log *slog.Logger) error {
+// serveMetrics serves /metrics, /healthz, the drivers' offers
+// (poolapi.OfferPath) and the leader's recent claims (pools.ClaimsPath) on
+// addr until ctx ends.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, offers, claims http.Handler, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--metrics-addr: %w", err)
@@ -321,6 +329,7 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, of
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.Handle(poolapi.OfferPath, offers)
+	mux.Handle(pools.ClaimsPath, claims)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -36,7 +36,7 @@ func TestPoolsFoundFromTheJobs(t *testing.T) {
 	out, err := exec.Command("ctr", "--address", ctrSock, "-n", "k8s.io", "images", "tag", "--force", "localhost/kube-e2e/busybox:v1", image).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	cl := adminCluster(t, ns)
-	for _, f := range []string{filepath.Join(repoRoot, "deploy/kube-e2e/pool.yaml"), controllerManifests(t, "--discover-pools")} {
+	for _, f := range []string{filepath.Join(repoRoot, "deploy/kube-e2e/pool.yaml"), controllerManifests(t, "--discover-pools", "--metrics-addr=127.0.0.1:19390")} {
 		out, err := exec.Command(kubectl, "apply", "-n", ns, "-f", f).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
@@ -112,4 +112,8 @@ func TestPoolsFoundFromTheJobs(t *testing.T) {
 	t.Logf("warmpod-pools status:\n%s", out)
 	assert.Contains(t, string(out), "made by the controller for "+image)
 	assert.Regexp(t, `(?m)^busybox\s+localhost/kube-e2e/busybox:v1\s+`, string(out))
+	// The leader's count of the found pool's claims, asked from its pod
+	// (the proxy is not the controller's to use: from the pod's IP).
+	assert.NotContains(t, string(out), "not known")
+	assert.Regexp(t, `(?m)^  claims, last hour: 1 of 1 warm \(100 %\), wait p50 \d+\.\d\d s, p95 \d+\.\d\d s; last day: 1 of 1 warm`, string(out))
 }

@@ -34,9 +34,19 @@ import (
 // it (no pod network, no kube-proxy, nothing pulled): the Deployment's pods
 // on the host's network, the API server's address in their env, metrics on
 // a port of their own each (two replicas share the host's network), and the
-// given extra args.
+// given extra args. An arg --metrics-addr=ADDR instead gives one replica
+// that port, in its env (WARMPOD_POOLS_METRICS_ADDR), as the chart does, so
+// that `kubectl exec … status` asks the leader there.
 func controllerManifests(t *testing.T, args ...string) string {
 	t.Helper()
+	metricsAddr := "127.0.0.1:0"
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool {
+		v, ok := strings.CutPrefix(a, "--metrics-addr=")
+		if ok {
+			metricsAddr = v
+		}
+		return ok
+	})
 	raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy/pools-controller.yaml"))
 	require.NoError(t, err)
 	var docs []string
@@ -60,10 +70,14 @@ func controllerManifests(t *testing.T, args ...string) string {
 			// host port both want.
 			delete(c, "livenessProbe")
 			delete(c, "ports")
-			c["args"] = append([]any{"--metrics-addr=127.0.0.1:0"}, toAny(args)...)
+			c["args"] = append([]any{}, toAny(args)...)
 			c["env"] = append(c["env"].([]any),
 				map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-				map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": "6443"})
+				map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": "6443"},
+				map[string]any{"name": "WARMPOD_POOLS_METRICS_ADDR", "value": metricsAddr})
+			if metricsAddr != "127.0.0.1:0" {
+				m["spec"].(map[string]any)["replicas"] = 1
+			}
 		}
 		b, err := json.Marshal(m)
 		require.NoError(t, err)
