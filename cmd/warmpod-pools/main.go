@@ -17,6 +17,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -88,13 +91,85 @@ func parseFlags(args []string) (options, []string, error) {
 	fs.DurationVar(&o.retryPeriod, "retry-period", 2*time.Second, "how often replicas try to take or renew the Lease")
 	fs.Float64Var(&o.qps, "kube-api-qps", 20, "the most requests per second to the API server (client-go's limiter): the hard bound on the controller's writes")
 	fs.IntVar(&o.burst, "kube-api-burst", 40, "requests allowed at once above --kube-api-qps")
-	if err := fs.Parse(args); err != nil {
+	if err := flagenv.Parse(fs, args, "WARMPOD_POOLS_", "warmpod-pools"); err != nil {
 		return o, nil, err
 	}
-	if err := flagenv.Apply(fs, "WARMPOD_POOLS_"); err != nil {
+	if err := commandNamedAsValue(fs); err != nil {
 		return o, nil, err
 	}
 	return o, fs.Args(), nil
+}
+
+// commands are warmpod-pools' subcommands; none runs the controller.
+var commands = []string{"check", "status", "version"}
+
+// commandNamedAsValue refuses a flag whose value is a command's name, given
+// without one: `warmpod-pools --namespace status` is a forgotten value, and
+// would start the controller in namespace "status".
+func commandNamedAsValue(fs *flag.FlagSet) error {
+	if fs.NArg() > 0 {
+		return nil
+	}
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && slices.Contains(commands, f.Value.String()) {
+			err = fmt.Errorf("--%s %s: a value that names a command; give --%s its value (--%s=VALUE) and the command after the flags: warmpod-pools [flags] %s", f.Name, f.Value, f.Name, f.Name, f.Value)
+		}
+	})
+	return err
+}
+
+// command checks rest (what follows the flags) as a command line: a
+// known command, its own arguments, no flag after it. Errors name the word
+// and the fix; "" with no error runs the controller.
+func command(rest []string) (string, error) {
+	if len(rest) == 0 {
+		return "", nil
+	}
+	name := rest[0]
+	if name == "true" || name == "false" {
+		return "", fmt.Errorf("unexpected argument %q: a bool flag takes its value after = (--leader-elect=%s)", name, name)
+	}
+	if !slices.Contains(commands, name) {
+		hint := "the commands are " + strings.Join(commands, ", ") + ", after the flags (-h lists them)"
+		for _, c := range commands {
+			if editDistance(name, c) <= 2 {
+				hint = "did you mean " + c + "?"
+			}
+		}
+		return "", fmt.Errorf("unknown command %q: %s", name, hint)
+	}
+	for _, a := range rest[1:] {
+		if len(a) > 1 && strings.HasPrefix(a, "-") {
+			return "", fmt.Errorf("%s: flag %s after the command; flags come before it: warmpod-pools %s … %s", name, a, a, name)
+		}
+	}
+	if name == "version" && len(rest) > 1 {
+		return "", fmt.Errorf("version takes no argument; got %q", rest[1])
+	}
+	return name, nil
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes), for the
+// hint of a mistyped command.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // validate refuses values the controller cannot run with, naming the flag
@@ -110,6 +185,8 @@ func (o options) validate() error {
 		return fmt.Errorf("--kube-api-qps %v: must be above 0 (e.g. 20)", o.qps)
 	case o.burst < 1:
 		return fmt.Errorf("--kube-api-burst %d: must be 1 or more (e.g. 40)", o.burst)
+	case o.metricsAddr != "" && !validAddr(o.metricsAddr):
+		return fmt.Errorf("--metrics-addr %q: not HOST:PORT or :PORT (e.g. :9090), nor empty for none", o.metricsAddr)
 	case !o.leaderElect:
 		return nil
 	case o.retryPeriod <= 0:
@@ -120,6 +197,17 @@ func (o options) validate() error {
 		return fmt.Errorf("--lease-duration %v: must be above --renew-deadline (%v): a leader gives up renewing before its Lease lapses", o.leaseDuration, o.renewDeadline)
 	}
 	return nil
+}
+
+// validAddr reports whether addr is a listen address: HOST:PORT or
+// :PORT with a port number.
+func validAddr(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535
 }
 
 // budget is the namespace's budget from the flags. Errors name the flag.
@@ -158,19 +246,19 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "warmpod-pools:", err)
 		return 2
 	}
-	if len(rest) == 1 && rest[0] == "version" {
+	cmd, err := command(rest)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmpod-pools:", err)
+		return 2
+	}
+	switch cmd {
+	case "version":
 		fmt.Println("warmpod-pools", version)
 		return 0
-	}
-	if len(rest) > 0 && rest[0] == "check" {
+	case "check":
 		return check(context.Background(), o, rest[1:], os.Stdin, os.Stdout, os.Stderr)
-	}
-	if len(rest) > 0 && rest[0] == "status" {
+	case "status":
 		return status(context.Background(), o, rest[1:], os.Stdout, os.Stderr)
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(os.Stderr, "warmpod-pools: unexpected argument %q\n", rest[0])
-		return 2
 	}
 	budget, err := o.budget()
 	if err == nil {

@@ -62,7 +62,9 @@ func TestRunRefusesBadArguments(t *testing.T) {
 	for _, args := range [][]string{{"--no-such-flag"}, {"--budget-pods=-3"}, {"extra"}, {"--resync=soon"},
 		// client-go's leader election panicked on these (issue 39).
 		{"--lease-duration=1s"}, {"--renew-deadline=2s"}, {"--retry-period=0s"},
-		{"--kube-api-qps=0"}, {"--kube-api-burst=0"}, {"--resync=0s"}, {"status", "extra"}} {
+		{"--kube-api-qps=0"}, {"--kube-api-burst=0"}, {"--resync=0s"}, {"status", "extra"},
+		// Refused before anything connects (the hostile trial's).
+		{"--metrics-addr=bogus"}, {"--namespace", "status"}, {"version", "extra"}, {"check", "--namespace", "x"}} {
 		assert.Equal(t, 2, run(args), "%v", args)
 	}
 	assert.Equal(t, 0, run([]string{"version"}))
@@ -122,4 +124,41 @@ func TestUnreachableAPIServerEndsTheRun(t *testing.T) {
 	err = reachable(context.Background(), cs, "https://127.0.0.1:1", 1500*time.Millisecond)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "cannot reach the API server at https://127.0.0.1:1")
+}
+
+// A mistyped command line is refused with the word and the fix; a flag's
+// value that names a command, given without one, never starts the
+// controller.
+func TestCommandNamesTheWordAndTheFix(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // "" = accepted
+		cmd  string
+	}{
+		{nil, "", ""},
+		{[]string{"status"}, "", "status"},
+		{[]string{"check", "-"}, "", "check"},
+		{[]string{"check", "policy.yaml"}, "", "check"},
+		{[]string{"statsu"}, `unknown command "statsu": did you mean status?`, ""},
+		{[]string{"chek"}, "did you mean check?", ""},
+		{[]string{"help"}, `unknown command "help": the commands are check, status, version, after the flags (-h lists them)`, ""},
+		{[]string{"version", "extra"}, `version takes no argument; got "extra"`, ""},
+		{[]string{"status", "--namespace", "x"}, "status: flag --namespace after the command; flags come before it: warmpod-pools --namespace … status", ""},
+		{[]string{"false", "status"}, "a bool flag takes its value after = (--leader-elect=false)", ""},
+	} {
+		cmd, err := command(c.args)
+		if c.want == "" {
+			require.NoError(t, err, "%v", c.args)
+			assert.Equal(t, c.cmd, cmd)
+			continue
+		}
+		require.Error(t, err, "%v", c.args)
+		assert.Contains(t, err.Error(), c.want)
+	}
+	_, _, err := parseFlags([]string{"--namespace", "status"})
+	require.ErrorContains(t, err, "--namespace status: a value that names a command")
+	_, _, err = parseFlags([]string{"--namespace", "status", "status"})
+	require.NoError(t, err, "a namespace called status, with the command")
+	_, _, err = parseFlags([]string{"--resync=5x"})
+	require.ErrorContains(t, err, `--resync: "5x" is not a Go duration`)
 }
