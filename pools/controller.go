@@ -220,7 +220,10 @@ func (c *Controller) Start(ctx context.Context) error {
 		for _, d := range deps {
 			key := d.Namespace + "/" + d.Name
 			if s := readStatus(d); !s.DecidedAt.IsZero() {
-				c.tracker.Seed(key, s)
+				if err := c.tracker.Seed(key, s, c.started); err != nil {
+					// Advice: the pool's demand is learned from its pods.
+					c.log.Warn("the pool's saved status is not seeded", "pool", d.Name, "err", err)
+				}
 			}
 			if text, ok := d.Annotations[poolapi.AnnotationProfile]; ok {
 				if err := c.tracker.SeedProfile(key, text, c.clock.Now()); err != nil {

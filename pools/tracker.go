@@ -215,10 +215,15 @@ func claimOf(pod *corev1.Pod, name, cold string, now time.Time, of func(time.Tim
 		if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[poolapi.AnnotationClaimedAt]); err == nil {
 			at = v
 		}
-		return Claim{Pool: name, At: of(at), Wait: -1}, true
+		if at = of(at); at.After(now.Add(maxSkew)) {
+			at = now // as a warm claim's
+		}
+		return Claim{Pool: name, At: at, Wait: -1}, true
 	}
 	at := now
-	if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[poolapi.AnnotationClaimedAt]); err == nil {
+	if v, err := time.Parse(time.RFC3339Nano, pod.Annotations[poolapi.AnnotationClaimedAt]); err == nil && !of(v).After(now.Add(maxSkew)) {
+		// A claimed-at beyond now is not a driver's: the claim counts
+		// now, or it would hold its demand until that date.
 		at = of(v)
 	}
 	return Claim{Pool: name, At: at, Warm: true, Wait: waitOf(pod)}, true
@@ -276,20 +281,38 @@ func (t *Tracker) ScaledUp(key string, n int, at time.Time) {
 // takeover keeps the capacity a burst needed instead of starting from no
 // history. Claims at or before Status.DecidedAt are in that figure already
 // and are not counted again. Seeding a pool the tracker has claims of
-// already does nothing.
-func (t *Tracker) Seed(key string, s Status) {
+// already does nothing. A status dated after now (beyond maxSkew) is not
+// an earlier leader's: seeding it would hold the pool up until that date
+// and ignore every real claim before it; it is refused, and the pool
+// learns from its pods.
+func (t *Tracker) Seed(key string, s Status, now time.Time) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for _, f := range []struct {
+		name string
+		at   time.Time
+	}{{"decidedAt", s.DecidedAt}, {"demandAt", s.DemandAt}, {"lastClaim", s.LastClaim}} {
+		if f.at.After(now.Add(maxSkew)) {
+			return fmt.Errorf("status: %s %s is after now", f.name, f.at.UTC().Format(time.RFC3339))
+		}
+	}
 	h := t.pool(key)
 	if len(h.claims)+len(h.colds) > 0 || !h.last.IsZero() {
-		return
+		return nil
 	}
 	for range min(s.Demand, 10_000) {
 		h.claims = append(h.claims, s.DemandAt)
 	}
 	h.last = s.LastClaim
 	t.ignoreBefore[key] = s.DecidedAt
+	return nil
 }
+
+// maxSkew is how far after the controller's now a time a pod or a status
+// carries may be and still be taken as written (another node's clock, or
+// the API server's): beyond it, a claim counts at now and a status is not
+// seeded.
+const maxSkew = time.Minute
 
 // SeedProfile restores pool key's learned profile from the text an earlier
 // leader saved (poolapi.AnnotationProfile), unless the tracker learned one

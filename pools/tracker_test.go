@@ -312,7 +312,7 @@ func TestTrackerSeed(t *testing.T) {
 			for _, p := range tc.before {
 				tr.Observe(p.build(), t0)
 			}
-			tr.Seed(ns+"/alpine", st)
+			require.NoError(t, tr.Seed(ns+"/alpine", st, t0))
 			for _, p := range tc.after {
 				tr.Observe(p.build(), t0)
 			}
@@ -323,14 +323,35 @@ func TestTrackerSeed(t *testing.T) {
 	}
 	t.Run("other pools are not seeded", func(t *testing.T) {
 		tr := NewTracker()
-		tr.Seed(ns+"/alpine", st)
+		require.NoError(t, tr.Seed(ns+"/alpine", st, t0))
 		claims, _, last, _, _ := tr.Demand(ns+"/ubuntu", t0)
 		assert.Empty(t, claims)
 		assert.True(t, last.IsZero())
 	})
+	t.Run("a status dated after now is not seeded", func(t *testing.T) {
+		// Seeded, it would hold the pool at 100,000 until 2099 and
+		// ignore every real claim before (the hostile trial's).
+		future := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
+		tr := NewTracker()
+		err := tr.Seed(ns+"/alpine", Status{Demand: 100_000, DemandAt: future, DecidedAt: future}, t0)
+		require.ErrorContains(t, err, "decidedAt 2099-01-01T00:00:00Z is after now")
+		tr.Observe(warmClaim("a", t0.Add(-time.Second), 1).build(), t0)
+		assert.Equal(t, []time.Time{t0.Add(-time.Second)}, demandOf(tr, t0).claims, "the real claim counts")
+		require.NoError(t, tr.Seed(ns+"/alpine", Status{DecidedAt: t0.Add(maxSkew)}, t0), "within the skew")
+	})
+	t.Run("a claimed-at after now counts now", func(t *testing.T) {
+		tr := NewTracker()
+		tr.Observe(warmClaim("a", time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), 1).build(), t0)
+		p := coldPod("c", "no-idle", t0.Add(-time.Second), 0, false, 0)
+		p.ann[poolapi.AnnotationClaimedAt] = "2099-01-01T00:00:00Z"
+		tr.Observe(p.build(), t0)
+		d := demandOf(tr, t0)
+		assert.Equal(t, []time.Time{t0}, d.claims)
+		assert.Equal(t, []time.Time{t0}, d.colds)
+	})
 	t.Run("a huge figure is capped", func(t *testing.T) {
 		tr := NewTracker()
-		tr.Seed(ns+"/alpine", Status{Demand: 25_000, DemandAt: demandAt, DecidedAt: decided})
+		require.NoError(t, tr.Seed(ns+"/alpine", Status{Demand: 25_000, DemandAt: demandAt, DecidedAt: decided}, t0))
 		assert.Len(t, demandOf(tr, t0).claims, 10_000)
 	})
 }
@@ -392,7 +413,7 @@ func TestTrackerForgetAndRemove(t *testing.T) {
 		tr := NewTracker()
 		other := warmClaim("u", t0, 1)
 		other.pool = "ubuntu"
-		tr.Seed(ns+"/alpine", Status{Demand: 2, DemandAt: t0.Add(-time.Minute), DecidedAt: t0})
+		require.NoError(t, tr.Seed(ns+"/alpine", Status{Demand: 2, DemandAt: t0.Add(-time.Minute), DecidedAt: t0}, t0))
 		tr.Observe(other.build(), t0)
 		tr.Remove(ns + "/alpine")
 		d := demandOf(tr, t0)
