@@ -31,7 +31,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +42,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/robfig/cron/v3"
+	yamlv2 "go.yaml.in/yaml/v2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -193,6 +196,26 @@ type rawPeriod struct {
 	MaxGrowthRate    int      `json:"max_growth_rate"`
 }
 
+// exactKeys refuses a key of item (one period, JSON) that is a known key
+// in other letter case ("MAX", "Idle_Count"): encoding/json matches keys
+// without case, so "MAX: 0" and "Max: 1" would both be max, the last one
+// winning, past the YAML's refusal of a key written twice. Other unknown
+// keys are left to the decoder's error.
+func exactKeys(item json.RawMessage) *FieldError {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(item, &keys) != nil {
+		return nil // not a mapping: the decoder says so
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) { // the first in order: the same error each time
+		for _, known := range strings.Split(knownKeys, ", ") {
+			if k != known && strings.EqualFold(k, known) {
+				return &FieldError{Field: k, Err: fmt.Errorf("keys are lower case: write %s", known)}
+			}
+		}
+	}
+	return nil
+}
+
 // knownKeys lists the keys of a period, for the unknown-key error.
 const knownKeys = "periods, timezone, idle_count, idle_time, min, max, scale_factor, scale_factor_limit, max_growth_rate"
 
@@ -258,6 +281,11 @@ func splitPeriods(text string) ([]json.RawMessage, *FieldError) {
 	if err != nil {
 		return nil, &FieldError{Period: -1, Err: fmt.Errorf("not YAML (quote cron expressions: \"* * * * *\"): %w", err)}
 	}
+	if n := yamlDocuments(text); n > 1 {
+		// YAMLToJSONStrict reads the first document only: what follows a
+		// "---" would be dropped without a word.
+		return nil, &FieldError{Period: -1, Err: errors.New("more than one YAML document (a line ---): a policy is one list of periods")}
+	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(js, &items); err != nil || items == nil {
 		return nil, &FieldError{Period: -1, Err: errors.New("want a list of periods (- idle_count: 1 ...)")}
@@ -268,10 +296,34 @@ func splitPeriods(text string) ([]json.RawMessage, *FieldError) {
 	return items, nil
 }
 
+// yamlDocuments counts the documents of text that are not empty, up to 2.
+// Text after the first document that does not parse counts as one: it is
+// there, and the first document alone is not what was written.
+func yamlDocuments(text string) int {
+	dec := yamlv2.NewDecoder(strings.NewReader(text))
+	n := 0
+	for n < 2 {
+		var v any
+		err := dec.Decode(&v)
+		switch {
+		case errors.Is(err, io.EOF):
+			return n
+		case err != nil:
+			return n + 1
+		case v != nil:
+			n++
+		}
+	}
+	return n
+}
+
 // parsePeriod decodes and checks one period; the caller sets the index.
 func parsePeriod(item json.RawMessage) (Period, *FieldError) {
 	if string(bytes.TrimSpace(item)) == "null" {
 		return Period{}, &FieldError{Err: errors.New("empty period (a list item without keys)")}
+	}
+	if fe := exactKeys(item); fe != nil {
+		return Period{}, fe
 	}
 	var raw rawPeriod
 	dec := json.NewDecoder(bytes.NewReader(item))

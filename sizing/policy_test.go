@@ -80,6 +80,13 @@ func TestParseErrors(t *testing.T) {
 		{"null period", "- idle_count: 1\n-", 1, "", "empty period"},
 		{"period not a mapping", "- 3", 0, "", "mapping"},
 		{"unknown key", "- idle_count: 1\n- idle_cuont: 2", 1, "", `unknown key "idle_cuont"`},
+		// encoding/json matches keys without case: MAX and Max would both
+		// be max, past the refusal of a key written twice.
+		{"key in capitals", "- idle_count: 0\n  MAX: 0\n  Max: 1", 0, "MAX", "keys are lower case: write max"},
+		{"key in mixed case", "- Idle_Count: 1", 0, "Idle_Count", "write idle_count"},
+		// Only the first document was read; the rest was dropped.
+		{"a second document", "- idle_count: 0\n  max: 1\n---\n- idle_count: 50", -1, "", "more than one YAML document"},
+		{"junk after the document's end", "- idle_count: 1\n...\ngarbage: [", -1, "", "more than one YAML document"},
 		{"negative idle_count", "- idle_count: -1", 0, "idle_count", "outside 0..100000"},
 		{"negative min", "- min: -2", 0, "min", "outside"},
 		{"negative max", "- max: -1", 0, "max", "outside"},
