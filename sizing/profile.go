@@ -364,10 +364,19 @@ func (p *Profile) dailyCounts(w, d series, seenW, seenD int) bool {
 // folded, up to historyBits. prev steps back one occurrence.
 func (p *Profile) seen(i int64, prev func(int64) int64) int {
 	n := 0
-	for j := prev(i); j >= p.since && n < historyBits; j = prev(j) {
+	for j := prev(i); j >= p.since && n < historyBits; {
 		if j < p.through {
 			n++
+		} else if k := (j - p.through) / slotsPerWeek; k > 0 {
+			// Occurrences not folded yet teach nothing: skip them a week
+			// at a time (the same slot of the same kind of day, on both
+			// chains), so a profile folded long before i (a controller
+			// down for months, or an annotation from 1970) costs the
+			// weeks between, not a walk over every day of them.
+			j -= k * slotsPerWeek
+			continue
 		}
+		j = prev(j)
 	}
 	return n
 }

@@ -1,6 +1,7 @@
 package sizing
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -285,4 +286,33 @@ func TestCountedNamesOneInTheSingular(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, counted(c.n, c.noun))
 	}
+}
+
+// seen skips the occurrences after the profile's last fold a week at a
+// time, and counts as the plain walk does, on both chains.
+func TestProfileSeenSkipsWhatWasNotFolded(t *testing.T) {
+	naive := func(p *Profile, i int64, prev func(int64) int64) int {
+		n := 0
+		for j := prev(i); j >= p.since && n < historyBits; j = prev(j) {
+			if j < p.through {
+				n++
+			}
+		}
+		return n
+	}
+	rng := rand.New(rand.NewPCG(41, 1))
+	base := slotOf(time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC))
+	for range 20_000 {
+		since := base + rng.Int64N(6*slotsPerWeek)
+		through := since + rng.Int64N(10*slotsPerWeek)
+		i := through + rng.Int64N(20*slotsPerWeek) - slotsPerWeek
+		p := &Profile{since: since, through: through}
+		for _, prev := range []func(int64) int64{prevWeek, prevDay} {
+			require.Equal(t, naive(p, i, prev), p.seen(i, prev), "since %d through %d i %d", since, through, i)
+		}
+	}
+	// An annotation folded through 1970: a handful of steps, not one per
+	// day since then (the hostile trial's 8 bytes cost 0.5 s of status).
+	p := &Profile{since: 0, through: 1}
+	assert.Equal(t, 0, p.seen(slotOf(time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)), prevDay))
 }
