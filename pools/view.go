@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -165,10 +168,10 @@ func RenderViews(w io.Writer, views []View, now time.Time) error {
 			reason = v.Status.Reason
 		}
 		if !v.Status.DecidedAt.IsZero() {
-			decided = now.Sub(v.Status.DecidedAt).Round(time.Second).String() + " ago"
+			decided = ago(v.Status.DecidedAt, now)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", v.Name, v.Image, v.Replicas, v.Idle, v.Starting+v.Retiring, v.Pending,
-			v.Busy, max(v.Floor, v.IdleCount), maxS, reason, decided)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", v.Name, printable(v.Image), v.Replicas, v.Idle, v.Starting+v.Retiring, v.Pending,
+			v.Busy, max(v.Floor, v.IdleCount), maxS, printable(reason), decided)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -176,13 +179,13 @@ func RenderViews(w io.Writer, views []View, now time.Time) error {
 	for _, v := range views {
 		fmt.Fprintf(w, "\n%s:\n", v.Name)
 		if v.FoundFrom != "" {
-			fmt.Fprintf(w, "  made by the controller for %s (jobs went cold without a pool); removed after a week without a claim\n", v.FoundFrom)
+			fmt.Fprintf(w, "  made by the controller for %s (jobs went cold without a pool); removed after a week without a claim\n", printable(v.FoundFrom))
 		}
 		switch {
 		case v.Policy == "":
 			fmt.Fprintf(w, "  no %s: the controller leaves its size alone\n", poolapi.AnnotationPolicy)
 		case v.PolicyErr != "":
-			fmt.Fprintf(w, "  %s does not read, the pool keeps its size: %s\n", poolapi.AnnotationPolicy, v.PolicyErr)
+			fmt.Fprintf(w, "  %s does not read, the pool keeps its size: %s\n", poolapi.AnnotationPolicy, printable(v.PolicyErr))
 		default:
 			period := "no period matches: the default"
 			if v.Period >= 0 {
@@ -191,7 +194,7 @@ func RenderViews(w io.Writer, views []View, now time.Time) error {
 			fmt.Fprintf(w, "  %s: idle_count %d, min %d\n", period, v.IdleCount, v.Floor)
 		}
 		if v.Status.Message != "" {
-			fmt.Fprintf(w, "  last change: %s\n", v.Status.Message)
+			fmt.Fprintf(w, "  last change: %s\n", printable(v.Status.Message))
 		}
 		if v.Status.PodStart > 0 {
 			fmt.Fprintf(w, "  pod start (measured): %.1f s\n", v.Status.PodStart)
@@ -201,7 +204,7 @@ func RenderViews(w io.Writer, views []View, now time.Time) error {
 		}
 		switch {
 		case v.ProfileErr != "":
-			fmt.Fprintf(w, "  the saved profile does not read (the controller learns anew): %s\n", v.ProfileErr)
+			fmt.Fprintf(w, "  the saved profile does not read (the controller learns anew): %s\n", printable(v.ProfileErr))
 		case len(v.Coming) == 0 && v.Policy != "" && v.PolicyErr == "":
 			fmt.Fprintln(w, "  learned: nothing expected in the next 24 h")
 		default:
@@ -211,4 +214,38 @@ func RenderViews(w io.Writer, views []View, now time.Time) error {
 		}
 	}
 	return nil
+}
+
+// printable is s as one line of a terminal: a control character (an
+// escape sequence, a tab or newline that would add a row to the table) in
+// text from an annotation anyone with patch on the Deployment wrote is
+// shown escaped (\x1b, \n), not sent to the terminal.
+func printable(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			b.WriteRune('\uFFFD')
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// ago is how long before now at was, for a person: "1m30s ago"; a time
+// after now (a clock ahead, or an annotation written by hand) or more than
+// a month back is shown as its date instead of a negative or huge span.
+func ago(at, now time.Time) string {
+	d := now.Sub(at)
+	switch {
+	case d < -maxSkew:
+		return "in the future: " + at.UTC().Format(time.RFC3339)
+	case d > 30*24*time.Hour:
+		return at.UTC().Format(time.DateOnly)
+	}
+	return max(d, 0).Round(time.Second).String() + " ago"
 }

@@ -124,3 +124,37 @@ func TestComingNamesATrickleOnce(t *testing.T) {
 	assert.Equal(t, tue.Add(24*time.Hour+8*time.Hour+10*time.Minute), got[0].At, "from 08:10, the first job")
 	assert.Contains(t, got[0].Why, "keeping 1 for a trickle")
 }
+
+// Text from annotations reaches the terminal escaped, and a decision time
+// after now or long ago is shown as a date (the hostile trial's sizing
+// annotation cleared the screen and added rows to the table).
+func TestStatusTextIsPrintable(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"replicas 4 → 3: 1 idle", "replicas 4 → 3: 1 idle"},
+		{"\x1b[2Jcleared", `\x1b[2Jcleared`},
+		{"\x1b]0;title\a", `\x1b]0;title\a`},
+		{"a\tb\nfake-pool  1  2", `a\tb\nfake-pool  1  2`},
+		{"bad \xff byte", "bad \uFFFD byte"},
+		{"\u009b31m", `\u009b31m`},
+	} {
+		assert.Equal(t, c.want, printable(c.in), "%q", c.in)
+	}
+	now := monday9
+	for _, c := range []struct {
+		at   time.Time
+		want string
+	}{
+		{now.Add(-90 * time.Second), "1m30s ago"},
+		{now.Add(30 * time.Second), "0s ago"},
+		{time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), "in the future: 2099-01-01T00:00:00Z"},
+		{time.Date(1, 1, 1, 0, 0, 0, 1, time.UTC), "0001-01-01"},
+	} {
+		assert.Equal(t, c.want, ago(c.at, now))
+	}
+	st := Status{Reason: "demand\x1b[2J", Message: "m\nPOOL x", DecidedAt: time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var b bytes.Buffer
+	require.NoError(t, RenderViews(&b, []View{{Name: "p", Image: "i", Policy: "- idle_count: 1", Status: st, Period: -1, Max: sizing.NoMax}}, now))
+	assert.NotContains(t, b.String(), "\x1b")
+	assert.Contains(t, b.String(), `last change: m\nPOOL x`)
+	assert.Contains(t, b.String(), "in the future: 2099-01-01T00:00:00Z")
+}
