@@ -51,6 +51,11 @@ func check(ctx context.Context, o options, args []string, stdin io.Reader, stdou
 			fmt.Fprintln(stderr, "warmpod-pools: check:", err)
 			return 1
 		}
+		if len(text) > sizing.MaxPolicyBytes {
+			// Read up to one byte over the limit: the size is not known.
+			fmt.Fprintf(stdout, "%s: more than %d bytes; a policy is at most that\n", name, sizing.MaxPolicyBytes)
+			return exitBadPolicy
+		}
 		if report(stdout, name, string(text)) {
 			return exitBadPolicy
 		}

@@ -101,6 +101,7 @@ current-context: c
 		{"a valid file", []string{good}, "", 0, []string{good + ": ok"}},
 		{"standard input", []string{"-"}, "- min: 3\n  max: 2\n", 65, []string{"standard input: policy: period 0: min: 3 is more than max (2)"}},
 		{"not a list", []string{"-"}, "idle_count: 1\n", 65, []string{"want a list of periods"}},
+		{"too large", []string{"-"}, strings.Repeat("#", 200_000), 65, []string{"standard input: more than 65536 bytes"}},
 		{"no such file", []string{filepath.Join(dir, "none")}, "", 2, []string{"no such file"}},
 		{"two files", []string{good, good}, "", 2, []string{"check takes one FILE"}},
 		{"the cluster, unreachable", nil, "", 1, []string{"list the pools of namespace ci"}},
