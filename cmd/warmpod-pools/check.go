@@ -41,6 +41,11 @@ func check(ctx context.Context, o options, args []string, stdin io.Reader, stdou
 				fmt.Fprintln(stderr, "warmpod-pools: check:", err)
 				return exitUsage
 			}
+			if st, err := f.Stat(); err == nil && st.IsDir() {
+				f.Close()
+				fmt.Fprintf(stderr, "warmpod-pools: check: %s is a directory; give a policy's file, or - for standard input\n", name)
+				return exitUsage
+			}
 			defer f.Close()
 			r = f
 		} else {

@@ -103,6 +103,7 @@ current-context: c
 		{"not a list", []string{"-"}, "idle_count: 1\n", 65, []string{"want a list of periods"}},
 		{"too large", []string{"-"}, strings.Repeat("#", 200_000), 65, []string{"standard input: more than 65536 bytes"}},
 		{"no such file", []string{filepath.Join(dir, "none")}, "", 2, []string{"no such file"}},
+		{"a directory", []string{dir}, "", 2, []string{dir + " is a directory"}},
 		{"two files", []string{good, good}, "", 2, []string{"check takes one FILE"}},
 		{"the cluster, unreachable", nil, "", 1, []string{"list the pools of namespace ci"}},
 	} {
