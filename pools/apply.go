@@ -151,6 +151,13 @@ func (c *Controller) setGauges(x decided, now time.Time) {
 		}
 	}
 	c.m.claimsPerMinute.WithLabelValues(ns, name).Set(float64(n))
+	for _, k := range []string{kind(true), kind(false)} {
+		// The series exist from the pool's first decision, at 0: a pool
+		// without claims shows 0 warm and 0 cold on a dashboard and in
+		// rate(), not "no data" until its first job.
+		c.m.claims.WithLabelValues(ns, name, k)
+		c.m.claimWait.WithLabelValues(ns, name, k)
+	}
 }
 
 // retire marks, in the ReplicaSet's own removal order, the idle,

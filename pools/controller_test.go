@@ -193,6 +193,17 @@ func TestFixedPolicyClearsTheInvalidStatus(t *testing.T) {
 	assert.Empty(t, h.events(), "reported once")
 }
 
+// A pool's claim series exist from its first decision, at 0, so that a
+// dashboard shows a pool without jobs as 0 warm and 0 cold, not "no data".
+func TestClaimSeriesExistFromTheFirstDecision(t *testing.T) {
+	h := newHarness(t, monday9, sizing.Budget{}, poolDeployment("quiet", "- idle_count: 1", 1))
+	assert.Equal(t, 0, testutil.CollectAndCount(h.c.m.claims, "warmpod_pool_claims_total"))
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 2, testutil.CollectAndCount(h.c.m.claims, "warmpod_pool_claims_total"), "warm and cold")
+	assert.Equal(t, 2, testutil.CollectAndCount(h.c.m.claimWait, "warmpod_pool_claim_wait_seconds"), "warm and cold")
+	assert.Equal(t, float64(0), testutil.ToFloat64(h.c.m.claims.WithLabelValues(ns, "quiet", "cold")))
+}
+
 // The API server failing: the error is returned for a retry with back-off,
 // and nothing changes.
 func TestAPIServerDownChangesNothing(t *testing.T) {
