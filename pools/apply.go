@@ -16,36 +16,94 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/warmpod/warmpod/poolapi"
+	"github.com/warmpod/warmpod/sizing"
 )
 
-// apply gives pool x the size target: scale up at once, scale down only by
-// idle pods it marked retiring first, then an Event and the status when the
-// size changed, and the pool's gauges.
-func (c *Controller) apply(ctx context.Context, x decided, target int, now time.Time) error {
+// apply gives pool x the size target: its ReplicaSet the part of target
+// up to the floor a person wrote (scaled up at once, down only by idle pods
+// it marked retiring first), and the pods above the floor made or removed
+// by the controller itself (own.go; with keep, a surplus pod stays for a
+// later claim); then an Event and the status when the size changed, and
+// the pool's gauges.
+func (c *Controller) apply(ctx context.Context, x decided, target int, keep bool, now time.Time) error {
 	d := x.d
-	ns, name := d.Namespace, d.Name
 	reason := string(x.dec.Reason)
 	if target < x.dec.Idle {
 		reason = "budget"
 	}
 	c.setGauges(x, now)
-	unmarkErr := c.unmarkStale(ctx, x.pods.retiring, now)
+	errs := []error{c.unmarkStale(ctx, x.rsPods.retiring, now)}
+	rsCur := replicasOf(d)
+	// The ReplicaSet grows to the written floor, never above it. One
+	// above it (a pool sized before decision 0010, or a floor lowered)
+	// gives its pods up as the decision falls instead of having them
+	// retired and made again by the controller: a pool at 10 would
+	// otherwise have all 10 unclaimable for a pod start.
+	rsWant := min(target, max(x.floor, rsCur))
+	rsNext, floorErr := c.applyFloor(ctx, x, rsWant, now)
+	own := len(x.own.standing) + x.exp
+	var makeErr error
+	switch want := target - rsWant; {
+	case own < want:
+		var made int
+		made, makeErr = c.makePods(ctx, x, want-own, now)
+		own += made
+	case own > want:
+		// Pods kept above the decision go when it falls by their keep,
+		// or for another pool's growth: neither changes the decided
+		// size, which the Event and the status report.
+		_, _, err := c.shed(ctx, x, own-want, keep, now)
+		errs = append(errs, err)
+	}
+	errs = append(errs, floorErr, makeErr, c.dropStale(ctx, x))
+	c.m.replicas.WithLabelValues(d.Namespace, d.Name).Set(float64(rsNext + own))
+	prev := c.reportedSize(x)
+	switch {
+	case floorErr != nil || makeErr != nil:
+		// Not reported: the next decision tries again.
+	case target != prev:
+		if target > prev {
+			c.tracker.ScaledUp(x.key, target-prev, now)
+		}
+		c.reportSize(ctx, x, prev, target, rsCur, rsNext, own, reason, now)
+	case readStatus(d).Reason == "invalid" && c.revalidated[x.key] != d.ResourceVersion:
+		// The size was already right, but the status still says the
+		// policy is invalid: status and NOTES would go on telling a
+		// person their fixed policy is broken until the size moves.
+		c.policyValidAgain(ctx, x, prev, reason, now)
+	}
+	return errors.Join(errs...)
+}
+
+// reportedSize is the size last reported for pool x (its Event and
+// status): this process's, else the status an earlier leader wrote,
+// else the pool's size now.
+func (c *Controller) reportedSize(x decided) int {
+	if n, ok := c.reported[x.key]; ok {
+		return n
+	}
+	if st := readStatus(x.d); !st.DecidedAt.IsZero() && st.Reason != "invalid" {
+		return st.Replicas
+	}
+	return x.size()
+}
+
+// applyFloor gives pool x's ReplicaSet want replicas: at once up, down
+// only by the idle pods it could mark retiring. It returns the replicas
+// set. Errors: the API server's (the replicas stay as they were).
+func (c *Controller) applyFloor(ctx context.Context, x decided, want int, now time.Time) (int, error) {
+	d := x.d
+	ns, name := d.Namespace, d.Name
 	cur := replicasOf(d)
-	next := target
-	if target < cur {
+	next := want
+	if want < cur {
 		var err error
-		if next, err = c.retire(ctx, x, target, cur, now); err != nil {
-			return errors.Join(err, unmarkErr)
+		if next, err = c.retire(ctx, x, want, cur, now); err != nil {
+			return cur, err
 		}
 	}
 	if next == cur {
-		if readStatus(d).Reason == "invalid" && c.revalidated[x.key] != d.ResourceVersion {
-			// The size was already right, but the status still says the
-			// policy is invalid: status and NOTES would go on telling a
-			// person their fixed policy is broken until the size moves.
-			c.policyValidAgain(ctx, x, cur, reason, now)
-		}
-		return unmarkErr
+		return cur, nil
 	}
 	scale := &autoscalingv1.Scale{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: d.ResourceVersion},
@@ -57,33 +115,48 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, now time.
 	if _, err := c.cs.AppsV1().Deployments(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
 		c.m.errors.WithLabelValues("scale").Inc()
 		if !apierrors.IsConflict(err) {
-			c.rec.Eventf(d, corev1.EventTypeWarning, EventScaleFailed, "replicas %d → %d (%s): %v", cur, next, reason, err)
+			c.rec.Eventf(d, corev1.EventTypeWarning, EventScaleFailed, "replicas %d → %d: %v", cur, next, err)
 		}
-		return fmt.Errorf("scale %d → %d: %w", cur, next, err)
+		return cur, fmt.Errorf("scale %d → %d: %w", cur, next, err)
 	}
-	dir := "up"
-	if next < cur {
-		dir = "down"
-	} else {
+	if next > cur {
 		c.tracker.ScaledUp(x.key, next-cur, now)
 		c.grown[x.key] = grown{replicas: next, base: d.ResourceVersion}
 	}
-	c.m.scaleChanges.WithLabelValues(ns, name, dir, reason).Inc()
-	c.m.replicas.WithLabelValues(ns, name).Set(float64(next))
-	msg := fmt.Sprintf("replicas %d → %d: %s", cur, next, x.dec.Message)
-	if reason == "budget" {
-		msg = fmt.Sprintf("replicas %d → %d: the namespace's idle budget gives %d of the %d the policy asks (%s)", cur, next, target, x.dec.Idle, x.dec.Message)
+	return next, nil
+}
+
+// reportSize reports that pool x's decided size went from prev to next
+// pods (its ReplicaSet's replicas from rsCur to rsNext, own the pods the
+// controller keeps above them): the metrics, an Event, a log line and the
+// status.
+func (c *Controller) reportSize(ctx context.Context, x decided, prev, next, rsCur, rsNext, own int, reason string, now time.Time) {
+	c.reported[x.key] = next
+	ns, name := x.d.Namespace, x.d.Name
+	dir := "up"
+	if next < prev {
+		dir = "down"
 	}
-	c.rec.Event(d, corev1.EventTypeNormal, eventReason(reason), msg)
-	c.log.Info("pool sized", "namespace", ns, "pool", name, "from", cur, "to", next, "reason", reason)
+	c.m.scaleChanges.WithLabelValues(ns, name, dir, reason).Inc()
+	msg := fmt.Sprintf("pods %d → %d: %s", prev, next, x.dec.Message)
+	if reason == "budget" {
+		msg = fmt.Sprintf("pods %d → %d: the namespace's idle budget gives %d of the %d the policy asks (%s)", prev, next, next, x.dec.Idle, x.dec.Message)
+	}
+	if rsNext != rsCur {
+		msg += fmt.Sprintf("; its ReplicaSet's replicas %d → %d", rsCur, rsNext)
+	}
+	if kept := rsNext + own - next; kept > 0 {
+		msg += fmt.Sprintf("; %d above it kept for a later claim, each until Ready for %s", kept, sizing.MaxKeepAlive)
+	}
+	c.rec.Event(x.d, corev1.EventTypeNormal, eventReason(reason), msg)
+	c.log.Info("pool sized", "namespace", ns, "pool", name, "from", prev, "to", next, "replicas", rsNext, "reason", reason)
 	st := Status{Replicas: next, Reason: reason, Message: msg, Desired: x.dec.Idle, Demand: x.dec.Terms.Demand,
 		DemandAt: demandAt(x.claims, x.dec.Terms.Demand), LastClaim: x.lastDem.UTC(), PodStart: x.start.Seconds(), DecidedAt: now.UTC()}
-	if err := c.writeStatus(ctx, d, st); err != nil {
+	if err := c.writeStatus(ctx, x.d, st); err != nil {
 		// The size is set; the status is advice. Not retried.
 		c.m.errors.WithLabelValues("status").Inc()
 		c.log.Warn("writing the pool's status failed", "pool", name, "err", err)
 	}
-	return unmarkErr
 }
 
 // policyValidAgain reports, once, that pool x's policy parses again where
@@ -141,7 +214,7 @@ func (c *Controller) setGauges(x decided, now time.Time) {
 	c.m.idle.WithLabelValues(ns, name).Set(float64(len(x.pods.idle)))
 	c.m.starting.WithLabelValues(ns, name).Set(float64(len(x.pods.starting) + len(x.pods.pending)))
 	c.m.busy.WithLabelValues(ns, name).Set(float64(x.pods.busy))
-	c.m.replicas.WithLabelValues(ns, name).Set(float64(replicasOf(x.d)))
+	c.m.replicas.WithLabelValues(ns, name).Set(float64(x.size()))
 	c.m.desired.WithLabelValues(ns, name).Set(float64(x.dec.Idle))
 	c.m.podStart.WithLabelValues(ns, name).Set(x.start.Seconds())
 	n := 0
@@ -168,7 +241,7 @@ func (c *Controller) setGauges(x decided, now time.Time) {
 // created. A pod whose mark is refused twice ends the marking there (the
 // ReplicaSet would remove it before the pods after it).
 func (c *Controller) retire(ctx context.Context, x decided, target, cur int, now time.Time) (int, error) {
-	order := retireOrder(x.pods, x.perNode)
+	order := retireOrder(x.rsPods, x.perNode)
 	excess, stay := len(order)-target, len(order)
 	for _, p := range order {
 		if excess <= 0 {

@@ -85,7 +85,8 @@ type grown struct {
 // for another pool. Once the cache shows any newer version of the
 // Deployment, that version includes the write (it was made on base).
 func (c *Controller) held(x decided) int {
-	n := max(replicasOf(x.d), len(x.pods.idle)+len(x.pods.starting)+len(x.pods.pending)+len(x.pods.retiring))
+	rs := x.rsPods
+	n := max(replicasOf(x.d), len(rs.idle)+len(rs.starting)+len(rs.pending)+len(rs.retiring))
 	if g, ok := c.grown[x.key]; ok {
 		if g.base != x.d.ResourceVersion {
 			delete(c.grown, x.key)
@@ -93,7 +94,7 @@ func (c *Controller) held(x decided) int {
 			n = max(n, g.replicas)
 		}
 	}
-	return n
+	return n + len(x.own.standing) + len(x.own.stale) + x.exp
 }
 
 // applyAll writes the decided sizes (shares, in the order of ds) under the
@@ -119,9 +120,16 @@ func (c *Controller) applyAll(ctx context.Context, ds []decided, shares []int, n
 	})
 	clear(c.waiting)
 	var errs []error
+	keep := false
 	for _, up := range []bool{true, false} {
+		if !up {
+			// A pool's own pods above its decision stay for a later
+			// claim only in room no pool's growth waits for, and while
+			// the namespace is within its budget (own.go).
+			keep = len(c.waiting) == 0 && free.pods >= 0 && free.milliCPU >= 0 && free.memory >= 0
+		}
 		for _, i := range order {
-			x, cur, target := ds[i], replicasOf(ds[i].d), shares[i]
+			x, cur, target := ds[i], ds[i].size(), shares[i]
 			if (target > cur) != up {
 				continue
 			}
@@ -137,7 +145,7 @@ func (c *Controller) applyAll(ctx context.Context, ds []decided, shares []int, n
 				}
 				target = next
 			}
-			if err := c.apply(ctx, x, target, now); err != nil {
+			if err := c.apply(ctx, x, target, keep, now); err != nil {
 				errs = append(errs, fmt.Errorf("pool %s: %w", x.d.Name, err))
 			}
 		}

@@ -80,7 +80,7 @@ func TestBudgetHoldsAtEveryWrite(t *testing.T) {
 				}
 				replicas, idle := 0, 0
 				for _, name := range []string{"pool-a", "pool-b", "pool-c"} {
-					replicas += trackedReplicas(t, h.api, name)
+					replicas += trackedSize(t, h.api, name)
 					idle += idleOf(t, h.api, name)
 				}
 				log = append(log, fmt.Sprintf("%s %s %s: replicas %d, idle pods %d", a.GetVerb(), a.GetResource().Resource, nameOf(a), replicas, idle))
@@ -89,8 +89,8 @@ func TestBudgetHoldsAtEveryWrite(t *testing.T) {
 			}
 
 			require.NoError(t, h.c.Reconcile(context.Background()))
-			assert.Equal(t, 5, h.api.replicas(t, "pool-c"), "pool-c gives back 2 at once")
-			assert.Equal(t, 1, h.api.replicas(t, "pool-a"), "pool-a waits for pool-c's pods to go")
+			assert.Equal(t, 5, h.api.size(t, "pool-c"), "pool-c gives back 2 at once")
+			assert.Equal(t, 1, h.api.size(t, "pool-a"), "pool-a waits for pool-c's pods to go")
 
 			// pool-c's ReplicaSet removes the two pods marked retiring.
 			pods, err := h.api.Tracker().List(podsGVR, podsGVK, ns)
@@ -102,10 +102,11 @@ func TestBudgetHoldsAtEveryWrite(t *testing.T) {
 			}
 			h.settle(t)
 			require.NoError(t, h.c.Reconcile(context.Background()))
-			assert.Equal(t, 3, h.api.replicas(t, "pool-a"))
-			assert.Equal(t, 4, h.api.replicas(t, "pool-b"))
-			assert.Equal(t, 5, h.api.replicas(t, "pool-c"))
-			assert.Equal(t, 2, created, "pool-a's two pods")
+			assert.Equal(t, 3, h.api.size(t, "pool-a"))
+			assert.Equal(t, 4, h.api.size(t, "pool-b"))
+			assert.Equal(t, 5, h.api.size(t, "pool-c"))
+			assert.Equal(t, 0, created, "pool-a's floor stays its 1 replica")
+			assert.Equal(t, 2, h.api.Writes("create/pods"), "the controller makes pool-a's two pods above its floor")
 			t.Logf("writes:\n%s", strings.Join(log, "\n"))
 		})
 	}
@@ -120,6 +121,24 @@ func trackedReplicas(t *testing.T, s *apiServer, name string) int {
 	obj, err := s.Tracker().Get(depsGVR, ns, name)
 	require.NoError(t, err)
 	return replicasOf(obj.(*appsv1.Deployment))
+}
+
+// trackedSize is pool name's size as the fake API server holds it: its
+// replicas and the standing pods the controller made.
+func trackedSize(t *testing.T, s *apiServer, name string) int {
+	t.Helper()
+	obj, err := s.Tracker().Get(depsGVR, ns, name)
+	require.NoError(t, err)
+	d := obj.(*appsv1.Deployment)
+	pods, err := s.Tracker().List(podsGVR, podsGVK, ns)
+	require.NoError(t, err)
+	n := replicasOf(d)
+	for _, p := range pods.(*corev1.PodList).Items {
+		if ownedBy(&p, d) && p.Labels[poolapi.LabelState] == poolapi.StateIdle && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // idleOf counts pool name's idle pods in the fake API server: labelled
@@ -142,8 +161,15 @@ func nameOf(a k8stesting.Action) string {
 	switch a := a.(type) {
 	case k8stesting.PatchAction:
 		return a.GetName()
-	case k8stesting.UpdateAction:
-		return a.GetObject().(*autoscalingv1.Scale).Name
+	case k8stesting.DeleteAction:
+		return a.GetName()
+	case k8stesting.UpdateAction: // a create is one too
+		switch o := a.GetObject().(type) {
+		case *autoscalingv1.Scale:
+			return o.Name
+		case *corev1.Pod:
+			return o.Name
+		}
 	}
 	return ""
 }
@@ -156,7 +182,7 @@ func TestHeldCountsAGrowTheCacheHasNotSeen(t *testing.T) {
 	before, err := h.c.deps.Deployments(ns).Get("alpine")
 	require.NoError(t, err)
 	require.NoError(t, h.c.Reconcile(context.Background()))
-	require.Equal(t, 3, h.api.replicas(t, "alpine"))
+	require.Equal(t, 3, h.api.size(t, "alpine"))
 	x := decided{d: before, key: ns + "/alpine"}
 	assert.Equal(t, 3, h.c.held(x), "the cache still shows 1 replica: the written 3 hold")
 	after := before.DeepCopy()

@@ -103,8 +103,9 @@ type Controller struct {
 	factory, podFactory informers.SharedInformerFactory
 	deps                appslisters.DeploymentLister
 	pods                corelisters.PodLister
+	rsets               appslisters.ReplicaSetLister
 	depsOK              cache.InformerSynced
-	podsOK              cache.InformerSynced
+	podsOK, rsetsOK     cache.InformerSynced
 	queue               workqueue.TypedRateLimitingInterface[string]
 
 	// Owned by the worker goroutine.
@@ -123,6 +124,12 @@ type Controller struct {
 	// (budget.go).
 	grown   map[string]grown
 	waiting map[string]int
+	// expect are the pods each pool's decisions created that the
+	// informer may not show yet, by name, with when (own.go).
+	expect map[string]map[string]time.Time
+	// reported is each pool's decided size as its last Event and status
+	// said (apply.go): a refill after a claim changes no size.
+	reported map[string]int
 
 	// dampers keep each pool's size from flapping (sizing.Damper).
 	dampers map[string]*damped
@@ -165,7 +172,7 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = poolapi.LabelPool }))
 	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f, podFactory: pf,
 		invalid: map[string]string{}, revalidated: map[string]string{}, sized: map[string]bool{}, policies: map[string]parsedPolicy{},
-		grown: map[string]grown{}, waiting: map[string]int{}, finder: sizing.NewFinder(cfg.Discovery), dampers: map[string]*damped{},
+		grown: map[string]grown{}, waiting: map[string]int{}, expect: map[string]map[string]time.Time{}, reported: map[string]int{}, finder: sizing.NewFinder(cfg.Discovery), dampers: map[string]*damped{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pools", Clock: clk}),
@@ -247,18 +254,30 @@ func (c *Controller) Start(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	// The pools' ReplicaSets carry their template's labels, the pool's
+	// among them: the pods' selector finds them, and no other.
+	ri := c.podFactory.Apps().V1().ReplicaSets()
+	c.rsets, c.rsetsOK = ri.Lister(), ri.Informer().HasSynced
+	if _, err := ri.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, n any) { enqueue(n) }, DeleteFunc: enqueue}); err != nil {
+		return err
+	}
 	c.podFactory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.podsOK) {
-		return errors.New("pools: the pods' cache did not sync")
+	if !cache.WaitForCacheSync(ctx.Done(), c.podsOK, c.rsetsOK) {
+		return errors.New("pools: the pods' or ReplicaSets' cache did not sync")
 	}
 	return nil
 }
 
 // stripManagedFields drops an object's managedFields before the informer
-// caches it.
+// caches it, and a ReplicaSet's pod template (own.go's currentRS reads its
+// revision and hash; a template is kilobytes, times a thousand pools).
 func stripManagedFields(obj any) (any, error) {
 	if a, err := meta.Accessor(obj); err == nil {
 		a.SetManagedFields(nil)
+	}
+	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+		rs.Spec.Template = corev1.PodTemplateSpec{}
 	}
 	return obj, nil
 }
@@ -313,6 +332,15 @@ func (c *Controller) next(ctx context.Context) bool {
 	return true
 }
 
+// podNames is the set of pods' names.
+func podNames(pods []*corev1.Pod) map[string]bool {
+	m := make(map[string]bool, len(pods))
+	for _, p := range pods {
+		m[p.Name] = true
+	}
+	return m
+}
+
 // poolSelector selects the pools' Deployments.
 func poolSelector() labels.Selector {
 	s, _ := labels.Parse(poolapi.PoolSelector)
@@ -331,6 +359,23 @@ type decided struct {
 	start    time.Duration
 	cpu, mem int64
 	perNode  map[string]int // the namespace's pool pods by node (retireOrder)
+	// rsPods are the pods of the pool's ReplicaSets, own those the
+	// controller made above its floor (own.go), exp those it made that
+	// the cache does not show yet; rs is the current ReplicaSet (nil:
+	// none yet), floor the idle count the active period writes
+	// (max(idle_count, min), within max).
+	rsPods poolPods
+	own    ownPods
+	exp    int
+	rs     *appsv1.ReplicaSet
+	floor  int
+}
+
+// size is the pool's size as the controller set it: its ReplicaSet's
+// replicas and the pods it made above them (those the cache does not show
+// yet among them).
+func (x decided) size() int {
+	return replicasOf(x.d) + len(x.own.standing) + x.exp
 }
 
 // Reconcile decides every pool of the namespace once, from the cache, and
@@ -367,6 +412,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		return err
 	}
 	perNode := podsPerNode(all)
+	rsets := c.rsetsByOwner(c.cfg.Namespace)
 	byPool := map[string][]*corev1.Pod{}
 	for _, p := range all {
 		byPool[p.Labels[poolapi.LabelPool]] = append(byPool[p.Labels[poolapi.LabelPool]], p)
@@ -390,6 +436,17 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		pp := sortPods(byPool[d.Name])
 		obs := pp.observation(c.tracker, key, c.started, now)
 		_, per := pol.Active(now)
+		x := decided{d: d, key: key, pods: pp, per: per, start: obs.PodStart, perNode: perNode,
+			floor: min(max(per.IdleCount, per.Min), per.Max), rs: currentRS(d, rsets[d.UID])}
+		var hash string
+		if x.rs != nil {
+			hash = x.rs.Labels[poolapi.LabelTemplateHash]
+		}
+		rsList, own := splitOwn(byPool[d.Name], d, hash)
+		x.rsPods, x.own = sortPods(rsList), own
+		if len(c.expect[key]) > 0 {
+			x.exp = c.expected(key, podNames(byPool[d.Name]), now)
+		}
 		dec := sizing.Decide(pol, obs, now)
 		dm := c.dampers[key]
 		if dm == nil {
@@ -400,11 +457,11 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			dm.Reset()
 			dm.text, dm.period = text, dec.Period
 		}
-		if n, held := dm.Damp(now, dec.Idle, replicasOf(d), len(pp.idle), append(slices.Clone(obs.Claims), obs.ColdStarts...)); held {
+		if n, held := dm.Damp(now, dec.Idle, x.size(), len(pp.idle), append(slices.Clone(obs.Claims), obs.ColdStarts...)); held {
 			dec.Idle = n
 			dec.Message += fmt.Sprintf("; held at %d: no shrink while a burst outruns the idle pods (panic, until %s after it)", n, sizing.StableWindow)
 		}
-		x := decided{d: d, key: key, pods: pp, dec: dec, per: per, start: obs.PodStart, perNode: perNode}
+		x.dec = dec
 		x.claims = append(obs.Claims, obs.ColdStarts...)
 		x.lastDem = obs.LastClaim
 		x.cpu, x.mem = podRequests(&d.Spec.Template)
@@ -480,6 +537,8 @@ func (c *Controller) forgetGone(present map[string]bool) {
 			delete(c.sized, key)
 			delete(c.policies, key)
 			delete(c.grown, key)
+			delete(c.expect, key)
+			delete(c.reported, key)
 			delete(c.dampers, key)
 			delete(c.revalidated, key)
 			ns, name, _ := cache.SplitMetaNamespaceKey(key)

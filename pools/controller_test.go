@@ -38,10 +38,10 @@ func TestBurstScalesAtItsRate(t *testing.T) {
 	}
 	h := newHarness(t, now, sizing.Budget{}, objs...)
 	require.NoError(t, h.c.Reconcile(context.Background()))
-	assert.Equal(t, 10, h.api.replicas(t, "alpine"))
+	assert.Equal(t, 10, h.api.size(t, "alpine"))
 	ev := h.events()
 	require.Len(t, ev, 1)
-	assert.Contains(t, ev[0], "Normal ScaledByDemand replicas 2 → 10")
+	assert.Contains(t, ev[0], "Normal ScaledByDemand pods 2 → 10")
 	d, err := h.api.AppsV1().Deployments(ns).Get(context.Background(), "alpine", metav1.GetOptions{})
 	require.NoError(t, err)
 	st := readStatus(d)
@@ -99,7 +99,7 @@ func TestScaleDownRetiresIdlePodsOnly(t *testing.T) {
 	// The ReplicaSet's order: the pod not Ready first, then the youngest
 	// Ready ones; "racing" was claimed, so "old" stays as the one idle pod.
 	assert.Equal(t, map[string]bool{"starting": true, "young": true}, retiring)
-	assert.Equal(t, 1, h.api.replicas(t, "alpine"), "one unmarked idle pod stays: the ReplicaSet removes only the marked ones")
+	assert.Equal(t, 1, h.api.size(t, "alpine"), "one unmarked idle pod stays: the ReplicaSet removes only the marked ones")
 	obj, _ := h.api.Tracker().Get(podsGVR, ns, "racing")
 	assert.Equal(t, poolapi.StateClaimed, obj.(*corev1.Pod).Labels[poolapi.LabelState], "the claim won its pod")
 	assert.Empty(t, obj.(*corev1.Pod).Annotations[poolapi.AnnotationRetiring])
@@ -107,7 +107,7 @@ func TestScaleDownRetiresIdlePodsOnly(t *testing.T) {
 	assert.Empty(t, obj.(*corev1.Pod).Annotations[poolapi.AnnotationRetiring], "a busy pod is never marked")
 	ev := h.events()
 	require.Len(t, ev, 1)
-	assert.Contains(t, ev[0], "ScaledByIdleTime replicas 4 → 1", "the last claim was an hour ago")
+	assert.Contains(t, ev[0], "ScaledByIdleTime pods 4 → 1", "the last claim was an hour ago")
 }
 
 // A pod the ReplicaSet kept although it was marked (it removed another)
@@ -142,8 +142,8 @@ func TestInvalidPolicyKeepsThePoolsSize(t *testing.T) {
 				poolDeployment("bad", tc.policy, 3),
 				poolDeployment("good", "- idle_count: 2", 0))
 			require.NoError(t, h.c.Reconcile(context.Background()))
-			assert.Equal(t, 3, h.api.replicas(t, "bad"))
-			assert.Equal(t, 2, h.api.replicas(t, "good"), "the other pools go on")
+			assert.Equal(t, 3, h.api.size(t, "bad"))
+			assert.Equal(t, 2, h.api.size(t, "good"), "the other pools go on")
 			ev := strings.Join(h.events(), "\n")
 			assert.Contains(t, ev, "Warning InvalidPolicy warmpod.dev/policy is invalid, the pool keeps its 3 replicas")
 			assert.Contains(t, ev, tc.field)
@@ -177,7 +177,7 @@ func TestFixedPolicyClearsTheInvalidStatus(t *testing.T) {
 	require.NoError(t, err)
 	h.settle(t)
 	require.NoError(t, h.c.Reconcile(ctx))
-	assert.Equal(t, 3, h.api.replicas(t, "pool"), "the size was right: no scale write")
+	assert.Equal(t, 3, h.api.size(t, "pool"), "the size was right: no scale write")
 	d, err = h.api.AppsV1().Deployments(ns).Get(ctx, "pool", metav1.GetOptions{})
 	require.NoError(t, err)
 	st := readStatus(d)
@@ -214,7 +214,7 @@ func TestAPIServerDownChangesNothing(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "pool alpine")
 	h.api.before = nil
-	assert.Equal(t, 5, h.api.replicas(t, "alpine"))
+	assert.Equal(t, 5, h.api.size(t, "alpine"))
 }
 
 // One budget across the namespace's pools, shared by demand: the pool
@@ -234,11 +234,11 @@ func TestBudgetIsSharedByDemand(t *testing.T) {
 	}
 	h := newHarness(t, now, sizing.Budget{Pods: 8}, objs...)
 	require.NoError(t, h.c.Reconcile(context.Background()))
-	busy, a, b := h.api.replicas(t, "busy"), h.api.replicas(t, "quiet-a"), h.api.replicas(t, "quiet-b")
+	busy, a, b := h.api.size(t, "busy"), h.api.size(t, "quiet-a"), h.api.size(t, "quiet-b")
 	assert.Equal(t, []int{4, 1, 1}, []int{busy, a, b}, "the room of 2 at once, the give-backs written")
 	h.settle(t)
 	require.NoError(t, h.c.Reconcile(context.Background()))
-	busy, a, b = h.api.replicas(t, "busy"), h.api.replicas(t, "quiet-a"), h.api.replicas(t, "quiet-b")
+	busy, a, b = h.api.size(t, "busy"), h.api.size(t, "quiet-a"), h.api.size(t, "quiet-b")
 	assert.Equal(t, 6, busy)
 	assert.Equal(t, 8, busy+a+b)
 	assert.Contains(t, strings.Join(h.events(), "\n"), "ScaledByBudget")
@@ -259,21 +259,21 @@ func TestTakeoverKeepsBurstCapacity(t *testing.T) {
 	objs = append(objs, claimedPod("alpine", "counted", now.Add(-2*time.Minute)))
 	h := newHarness(t, now, sizing.Budget{}, objs...)
 	require.NoError(t, h.c.Reconcile(context.Background()))
-	assert.Equal(t, 8, h.api.replicas(t, "alpine"))
+	assert.Equal(t, 8, h.api.size(t, "alpine"))
 	assert.Empty(t, h.events())
 
 	// idle_time after the burst the pool goes back to idle_count.
 	h.clock.Step(9 * time.Minute)
 	require.NoError(t, h.c.Reconcile(context.Background()))
-	assert.Equal(t, 1, h.api.replicas(t, "alpine"))
-	assert.Contains(t, strings.Join(h.events(), "\n"), "ScaledByIdleTime replicas 8 → 1")
+	assert.Equal(t, 1, h.api.size(t, "alpine"))
+	assert.Contains(t, strings.Join(h.events(), "\n"), "ScaledByIdleTime pods 8 → 1")
 }
 
 // Pools without a policy are not the controller's.
 func TestPoolWithoutPolicyIsLeftAlone(t *testing.T) {
 	h := newHarness(t, monday9, sizing.Budget{}, poolDeployment("manual", "", 3))
 	require.NoError(t, h.c.Reconcile(context.Background()))
-	assert.Equal(t, 3, h.api.replicas(t, "manual"))
+	assert.Equal(t, 3, h.api.size(t, "manual"))
 	assert.Zero(t, h.api.Writes("update/deployments/scale"))
 }
 
@@ -341,8 +341,8 @@ func TestLearnedProfileSurvivesATakeover(t *testing.T) {
 	tuesday := start.AddDate(0, 0, 1).Add(3 * time.Minute)
 	h2 := newHarness(t, tuesday, sizing.Budget{}, d)
 	require.NoError(t, h2.c.Reconcile(ctx))
-	assert.Equal(t, 20, h2.api.replicas(t, "alpine"))
+	assert.Equal(t, 20, h2.api.size(t, "alpine"))
 	ev := strings.Join(h2.events(), "\n")
-	assert.Contains(t, ev, "Normal ScaledByProfile replicas 0 → 20")
+	assert.Contains(t, ev, "Normal ScaledByProfile pods 0 → 20")
 	assert.Contains(t, ev, "pre-warming 20 for Tue 11:00 UTC, seen on 1 of the last 1 weekday")
 }

@@ -64,7 +64,7 @@ func TestDecisionListsPodsOnce(t *testing.T) {
 	assert.Equal(t, 1, lists, "lists of the pods' cache in one decision of %d pools", pools)
 	for i := range pools {
 		name := fmt.Sprintf("pool-%02d", i)
-		assert.Equal(t, 1, h.api.replicas(t, name), name)
+		assert.Equal(t, 1, h.api.size(t, name), name)
 		assert.Equal(t, float64(i%3), testutil.ToFloat64(h.c.m.idle.WithLabelValues(ns, name)), "%s's own idle pods", name)
 	}
 }
@@ -90,9 +90,9 @@ func TestDecisionParsesAPolicyOnce(t *testing.T) {
 	assert.Less(t, allocs/pools, 50.0, "allocations per pool of a decision that changes nothing")
 
 	for _, step := range []struct{ policy, want string }{
-		{"- idle_count: 3", "replicas 1 → 3"},
+		{"- idle_count: 3", "pods 1 → 3"},
 		{"- idle_count: -1", "InvalidPolicy"},
-		{"- idle_count: 2", "replicas 3 → 2"},
+		{"- idle_count: 2", "pods 3 → 2"},
 	} {
 		d, err := h.api.AppsV1().Deployments(ns).Get(ctx, "pool-07", metav1.GetOptions{})
 		require.NoError(t, err)

@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
 	"github.com/warmpod/warmpod/sizing"
 )
@@ -49,6 +51,7 @@ type apiServer struct {
 	mu     sync.Mutex
 	rv     int
 	writes map[string]int // verb/resource[/subresource]
+	made   int            // pods created, for their names
 	// before, when set, runs before each write and may refuse it.
 	before func(a k8stesting.Action) error
 	// after, when set, runs after each pod patch and scale update that
@@ -58,6 +61,11 @@ type apiServer struct {
 
 func newAPIServer(t *testing.T, objs ...k8sruntime.Object) *apiServer {
 	t.Helper()
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			objs = append(objs, currentReplicaSet(d))
+		}
+	}
 	s := &apiServer{Clientset: fake.NewClientset(objs...), rv: 100, writes: map[string]int{}}
 	s.PrependReactor("*", "*", s.react)
 	return s
@@ -99,6 +107,18 @@ func (s *apiServer) react(a k8stesting.Action) (bool, k8sruntime.Object, error) 
 		_, obj, err = s.patchPod(a.(k8stesting.PatchAction))
 	case kind == "update/deployments/scale":
 		_, obj, err = s.scale(a.(k8stesting.UpdateAction))
+	case kind == "create/pods":
+		// The tracker does not generate names; the API server does.
+		p := a.(k8stesting.CreateAction).GetObject().(*corev1.Pod)
+		s.made++
+		if p.Name == "" {
+			p.Name = p.GenerateName + strconv.Itoa(s.made)
+		}
+		p.UID = k8stypes.UID("uid-" + p.Name)
+		p.ResourceVersion = s.nextRV()
+		obj, err = p, s.Tracker().Create(podsGVR, p, p.Namespace)
+	case kind == "delete/pods":
+		_, obj, err = s.deletePod(a.(k8stesting.DeleteAction))
 	default:
 		return false, nil, nil
 	}
@@ -119,6 +139,9 @@ func (s *apiServer) patchPod(pa k8stesting.PatchAction) (bool, k8sruntime.Object
 			ResourceVersion string             `json:"resourceVersion"`
 			Labels          map[string]*string `json:"labels"`
 			Annotations     map[string]*string `json:"annotations"`
+			// OwnerReferences: null removes them (the drivers' claim of a
+			// pod the controller made).
+			OwnerReferences *json.RawMessage `json:"ownerReferences"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(pa.GetPatch(), &patch); err != nil {
@@ -142,8 +165,74 @@ func (s *apiServer) patchPod(pa k8stesting.PatchAction) (bool, k8sruntime.Object
 	}
 	apply(&next.Labels, patch.Metadata.Labels)
 	apply(&next.Annotations, patch.Metadata.Annotations)
+	if bytes.Contains(pa.GetPatch(), []byte(`"ownerReferences":null`)) {
+		next.OwnerReferences = nil
+	}
 	next.ResourceVersion = s.nextRV()
 	return true, next, s.Tracker().Update(podsGVR, next, next.Namespace)
+}
+
+// deletePod deletes as the API server does under preconditions: a UID or
+// resourceVersion that differs is refused (409).
+func (s *apiServer) deletePod(da k8stesting.DeleteAction) (bool, k8sruntime.Object, error) {
+	obj, err := s.Tracker().Get(podsGVR, da.GetNamespace(), da.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	cur := obj.(*corev1.Pod)
+	if pre := da.GetDeleteOptions().Preconditions; pre != nil {
+		if pre.UID != nil && *pre.UID != cur.UID || pre.ResourceVersion != nil && *pre.ResourceVersion != cur.ResourceVersion {
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, cur.Name, fmt.Errorf("precondition failed"))
+		}
+	}
+	return true, nil, s.Tracker().Delete(podsGVR, cur.Namespace, cur.Name)
+}
+
+// currentReplicaSet is d's ReplicaSet for its live template, as the
+// Deployment controller makes it (hash "h-" and d's name).
+func currentReplicaSet(d *appsv1.Deployment) *appsv1.ReplicaSet {
+	return replicaSetOf(d, "h-"+d.Name)
+}
+
+// replicaSetOf is d's ReplicaSet for its live template with hash.
+func replicaSetOf(d *appsv1.Deployment, hash string) *appsv1.ReplicaSet {
+	t := d.Spec.Template.DeepCopy()
+	if t.Labels == nil {
+		t.Labels = map[string]string{}
+	}
+	t.Labels[poolapi.LabelTemplateHash] = hash
+	return &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-" + hash, Namespace: d.Namespace, Labels: t.Labels,
+			Annotations:     map[string]string{revisionAnnotation: d.Annotations[revisionAnnotation]},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: d.Spec.Replicas, Template: *t},
+	}
+}
+
+// size reads a pool's size from the fake API server: its replicas and
+// the idle, starting and pending pods the controller made.
+func (s *apiServer) size(t *testing.T, name string) int {
+	t.Helper()
+	d, err := s.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return replicasOf(d) + len(s.own(t, d))
+}
+
+// own are the standing pods the controller made for d.
+func (s *apiServer) own(t *testing.T, d *appsv1.Deployment) []corev1.Pod {
+	t.Helper()
+	pods, err := s.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	var out []corev1.Pod
+	for _, p := range pods.Items {
+		switch pool.StateOf(&p) {
+		case poolapi.PodIdle, poolapi.PodStarting, poolapi.PodPending:
+			if ownedBy(&p, d) {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 func (s *apiServer) scale(ua k8stesting.UpdateAction) (bool, k8sruntime.Object, error) {
@@ -173,10 +262,12 @@ func (s *apiServer) replicas(t *testing.T, name string) int {
 // and replicas.
 func poolDeployment(name, policy string, replicas int) *appsv1.Deployment {
 	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, ResourceVersion: "1", Annotations: map[string]string{},
-			Labels: map[string]string{"app.kubernetes.io/name": "warmpod", "app.kubernetes.io/component": "pool"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: k8stypes.UID("uid-" + name), ResourceVersion: "1",
+			Annotations: map[string]string{revisionAnnotation: "1"},
+			Labels:      map[string]string{"app.kubernetes.io/name": "warmpod", "app.kubernetes.io/component": "pool"}},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(int32(replicas)),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: name}}}}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{poolapi.LabelPool: name, poolapi.LabelState: poolapi.StateIdle}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "build", Image: name}}}}},
 	}
 	if policy != "" {
 		d.Annotations[poolapi.AnnotationPolicy] = policy

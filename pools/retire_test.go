@@ -104,7 +104,7 @@ func TestKeptMarkStopsTheScaleDown(t *testing.T) {
 	for i := range list.Items {
 		pods = append(pods, &list.Items[i])
 	}
-	replicas := h.api.replicas(t, "alpine")
+	replicas := h.api.size(t, "alpine")
 	var removes, marked []string
 	for _, p := range replicaSetRemoves(pods, len(pods)-replicas) {
 		removes = append(removes, p.Name)

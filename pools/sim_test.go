@@ -215,8 +215,9 @@ type simPool struct {
 	policy simPolicy
 	start  time.Duration // its pods' start, creation to Ready (± a quarter)
 	node   string
-	owned  map[string]bool
-	dirty  bool // the ReplicaSet should look at it
+	owned  map[string]bool // its ReplicaSet's standing pods
+	mine   map[string]bool // the controller's standing pods (own.go)
+	dirty  bool            // the ReplicaSet should look at it
 	// claims are its claims and cold starts, for the keep-alive's end.
 	claims []time.Time
 	// replicas is its Deployment's, as its ReplicaSet last saw it.
@@ -310,13 +311,14 @@ func newSimWorld(t *testing.T, cfg simConfig) *simWorld {
 	})
 	for i := range cfg.pools {
 		p := &simPool{name: fmt.Sprintf("pool-%04d", i), policy: simPolicies[i%4], start: time.Duration(4+i%17) * time.Second,
-			node: "node-" + strconv.Itoa(i%50), owned: map[string]bool{}}
+			node: "node-" + strconv.Itoa(i%50), owned: map[string]bool{}, mine: map[string]bool{}}
 		w.pools = append(w.pools, p)
 		w.byName[p.name] = p
 		d := poolDeployment(p.name, p.policy.text, p.policy.initial)
 		d.Spec.Template = *w.tmpl.DeepCopy()
 		d.Spec.Template.Labels[poolapi.LabelPool] = p.name
 		require.NoError(t, w.api.Tracker().Add(d))
+		require.NoError(t, w.api.Tracker().Add(replicaSetOf(d, simHash)))
 		for range p.policy.initial {
 			w.createPod(p, cfg.start.Add(-time.Hour), true)
 		}
@@ -617,17 +619,31 @@ func (w *simWorld) createPod(p *simPool, created time.Time, ready bool) {
 func (w *simWorld) podOf(p *simPool, name string, created time.Time) *corev1.Pod {
 	t := w.tmpl.DeepCopy()
 	t.Labels[poolapi.LabelPool] = p.name
-	t.Labels["pod-template-hash"] = "5d8f7c9b6"
-	t.Spec.NodeName = p.node
+	t.Labels[poolapi.LabelTemplateHash] = simHash
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: k8stypes.UID("uid-" + name),
+		ResourceVersion: w.api.nextRV(), CreationTimestamp: metav1.NewTime(created), GenerateName: p.name + "-",
+		Labels: t.Labels, Annotations: t.Annotations}, Spec: t.Spec}
+	w.schedule(pod, p, created)
+	return pod
+}
+
+// simHash is the pools' pod-template-hash.
+const simHash = "5d8f7c9b6"
+
+// schedule is the scheduler and the kubelet on a new pod of p: its node,
+// its containers' statuses, not Ready yet.
+func (w *simWorld) schedule(pod *corev1.Pod, p *simPool, created time.Time) {
+	t := &pod.Spec
+	t.NodeName = p.node
 	st := corev1.PodStatus{Phase: corev1.PodPending, PodIP: "10.1.2.3", HostIP: "10.0.0.1", QOSClass: corev1.PodQOSBurstable,
 		StartTime: ptr.To(metav1.NewTime(created))}
-	for _, c := range t.Spec.InitContainers {
+	for _, c := range t.InitContainers {
 		st.InitContainerStatuses = append(st.InitContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
 			ImageID: c.Image + "@sha256:0123456789abcdef", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed"}}})
 	}
-	for _, c := range t.Spec.Containers {
+	for _, c := range t.Containers {
 		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
-			ImageID: c.Image + "@sha256:0123456789abcdef", ContainerID: "containerd://" + name, Started: ptr.To(true)})
+			ImageID: c.Image + "@sha256:0123456789abcdef", ContainerID: "containerd://" + pod.Name, Started: ptr.To(true)})
 	}
 	for _, ct := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
 		s := corev1.ConditionTrue
@@ -636,9 +652,7 @@ func (w *simWorld) podOf(p *simPool, name string, created time.Time) *corev1.Pod
 		}
 		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: ct, Status: s, LastTransitionTime: metav1.NewTime(created)})
 	}
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: k8stypes.UID("uid-" + name),
-		ResourceVersion: w.api.nextRV(), CreationTimestamp: metav1.NewTime(created), GenerateName: p.name + "-",
-		Labels: t.Labels, Annotations: t.Annotations}, Spec: t.Spec, Status: st}
+	pod.Status = st
 }
 
 // setReady is the kubelet's status of a pod Ready since at.
@@ -699,8 +713,11 @@ func (w *simWorld) jobEnds(now time.Time) {
 // arrive is a driver serving a job of p: a warm claim, else a cold pod.
 func (w *simWorld) arrive(p *simPool, now time.Time) {
 	w.minute().jobs++
-	names := make([]string, 0, len(p.owned))
+	names := make([]string, 0, len(p.owned)+len(p.mine))
 	for name := range p.owned {
+		names = append(names, name)
+	}
+	for name := range p.mine {
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -732,16 +749,27 @@ func (w *simWorld) arrive(p *simPool, now time.Time) {
 // annotations, with its resourceVersion as precondition. False when the
 // API server refused it (another claim or a retire mark won the pod).
 func (w *simWorld) claim(p *simPool, pod *corev1.Pod, now time.Time) bool {
-	patch := fmt.Sprintf(`{"metadata":{"resourceVersion":%q,"labels":{%q:%q,%q:%q},"annotations":{%q:%q,%q:"%d"}}}`,
-		pod.ResourceVersion, poolapi.LabelState, poolapi.StateClaimed, poolapi.LabelJob, pod.Name,
+	drop := ""
+	if p.mine[pod.Name] {
+		drop = `"ownerReferences":null,` // as the drivers' claim does
+	}
+	patch := fmt.Sprintf(`{"metadata":{%s"resourceVersion":%q,"labels":{%q:%q,%q:%q},"annotations":{%q:%q,%q:"%d"}}}`,
+		drop, pod.ResourceVersion, poolapi.LabelState, poolapi.StateClaimed, poolapi.LabelJob, pod.Name,
 		poolapi.AnnotationClaimedAt, now.UTC().Format(time.RFC3339Nano), poolapi.AnnotationClaimWait, 5+w.rng.IntN(40))
 	_, err := w.api.CoreV1().Pods(ns).Patch(context.Background(), pod.Name, k8stypes.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsConflict(err) {
 		return false
 	}
 	require.NoError(w.t, err)
-	delete(p.owned, pod.Name)
-	p.dirty = true // its ReplicaSet lost a pod
+	if p.mine[pod.Name] {
+		// The controller's pod takes its place in the pool's size with
+		// it: nothing replaces it.
+		delete(p.mine, pod.Name)
+		w.idle--
+	} else {
+		delete(p.owned, pod.Name)
+		p.dirty = true // its ReplicaSet lost a pod
+	}
 	w.touch(p, true)
 	w.jobs = append(w.jobs, simJob{pod: pod.Name, pool: p, end: now.Add(w.jobLength())})
 	w.busyMax = max(w.busyMax, len(w.jobs))
@@ -841,8 +869,8 @@ func (w *simWorld) report() {
 	t.Logf("%d pools, %d jobs in %s (%d warm: %.1f%%, %d cold), %d decisions, at most %d jobs running",
 		w.cfg.pools, jobs, w.cfg.duration, w.warm, 100*float64(w.warm)/float64(jobs), w.cold, w.decisions(), w.busyMax)
 	profiles := v.sum("patch/deployments/profile")
-	t.Logf("controller writes: %d scale, %d status, %d Events, %d profile saves, %d pod patches (%d marks, %d refused by a race: %d claims first, %d kubelet updates first, %d pods kept as a mark's retry was refused too; %d unmarks), %d re-reads",
-		scale, status, events, profiles, v.sum("patch/pods"), v.marks, v.refused, w.raced, w.bumped, v.kept, v.unmarks, v.sum("get/pods"))
+	t.Logf("controller writes: %d scale, %d status, %d Events, %d profile saves, %d pods made and %d deleted above the floors, %d pod patches (%d marks, %d refused by a race: %d claims first, %d kubelet updates first, %d pods kept as a mark's retry was refused too; %d unmarks), %d re-reads",
+		scale, status, events, profiles, v.sum("create/pods"), v.sum("delete/pods"), v.sum("patch/pods"), v.marks, v.refused, w.raced, w.bumped, v.kept, v.unmarks, v.sum("get/pods"))
 	t.Logf("changes by reason: %v", w.reasons)
 	t.Logf("writes per minute: mean %.0f, max %d (minute %d); the test's own writes (ReplicaSets, kubelet, drivers): %d",
 		float64(v.total())/float64(minutes), v.maxMinute(), v.busiestMinute(), w.api.total()-v.total())
@@ -851,8 +879,9 @@ func (w *simWorld) report() {
 		if s == nil {
 			continue
 		}
-		t.Logf("  minute %2d: %3d jobs %3d ends %d decisions %4d touched | %3d scale %3d status %3d Events %3d pod patches",
-			m, s.jobs, s.ends, s.decisions, s.touched, per["update/deployments/scale"], per["patch/deployments"], per["events"], per["patch/pods"])
+		t.Logf("  minute %2d: %3d jobs %3d ends %d decisions %4d touched | %3d scale %3d status %3d Events %3d pods made %3d deleted %3d pod patches",
+			m, s.jobs, s.ends, s.decisions, s.touched, per["update/deployments/scale"], per["patch/deployments"], per["events"],
+			per["create/pods"], per["delete/pods"], per["patch/pods"])
 	}
 	t.Logf("heap in use: %.1f MiB before the controller, %.1f MiB once its caches synced, %.1f MiB at the end (%d pods cached), %.1f MiB once it is dropped: the controller's %.1f MiB",
 		mib(w.heapBefore), mib(w.heapAfterStart), mib(w.heapEnd), w.podsAtEnd, mib(w.heapDropped), mib(w.heapEnd-min(w.heapEnd, w.heapDropped)))
@@ -863,8 +892,8 @@ func (w *simWorld) report() {
 	for m, s := range w.perMin {
 		require.LessOrEqual(t, v.perMin[m]["update/deployments/scale"], s.allowed, "minute %d: scale writes beyond the pools touched or of the budget", m)
 	}
-	require.Equal(t, scale, events, "one Event per change of size")
-	require.LessOrEqual(t, status, scale, "a status only with a change of size")
+	require.LessOrEqual(t, scale, events, "a scale only with a change of size (its Event)")
+	require.LessOrEqual(t, status, events, "a status only with a change of size")
 	require.LessOrEqual(t, profiles, w.cfg.pools*int(w.cfg.duration/ProfileSaveEvery), "a profile saved at most once per ProfileSaveEvery")
 	require.LessOrEqual(t, v.marks, w.removed, "a pod marked but not removed")
 	require.Zero(t, v.warnings, "Warning Events")
@@ -1011,6 +1040,12 @@ func (v *ctrlView) react(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 		v.unmarks++
 	}
 	v.w.throttle()
+	switch kind {
+	case "create/pods":
+		return v.create(a.(k8stesting.CreateAction))
+	case "delete/pods":
+		return v.delete(a.(k8stesting.DeleteAction))
+	}
 	if isPatch && strings.HasPrefix(kind, "patch/deployments") {
 		if handled, obj, err := v.w.api.react(a); handled { // counts it
 			return handled, obj, err
@@ -1026,6 +1061,46 @@ func (v *ctrlView) react(a k8stesting.Action) (bool, k8sruntime.Object, error) {
 		}
 	case mark && apierrors.IsConflict(err):
 		v.refused++
+	}
+	return handled, obj, err
+}
+
+// create is the controller making a pod above its pool's floor: the
+// scheduler and the kubelet take it from there as they do a ReplicaSet's.
+func (v *ctrlView) create(a k8stesting.CreateAction) (bool, k8sruntime.Object, error) {
+	w := v.w
+	pod := a.GetObject().(*corev1.Pod)
+	p := w.byName[pod.Labels[poolapi.LabelPool]]
+	now := w.clock.Now()
+	pod.CreationTimestamp = metav1.NewTime(now)
+	w.schedule(pod, p, now)
+	handled, obj, err := w.api.react(a)
+	if err == nil {
+		w.starting[pod.Name] = now.Add(w.jitter(p.start))
+		p.mine[pod.Name] = true
+		w.idle++
+		w.touch(p, false)
+	}
+	return handled, obj, err
+}
+
+// delete is the controller removing a pod of its own above the decision.
+func (v *ctrlView) delete(a k8stesting.DeleteAction) (bool, k8sruntime.Object, error) {
+	w := v.w
+	obj, err := w.api.Tracker().Get(podsGVR, a.GetNamespace(), a.GetName())
+	if err != nil {
+		return true, nil, err
+	}
+	pod := obj.(*corev1.Pod)
+	handled, obj, err := w.api.react(a)
+	if err == nil {
+		p := w.byName[pod.Labels[poolapi.LabelPool]]
+		require.True(w.t, p.mine[pod.Name], "the controller deleted a pod not its own or claimed: %s", pod.Name)
+		delete(p.mine, pod.Name)
+		delete(w.starting, pod.Name)
+		w.idle--
+		w.removed++
+		w.touch(p, false)
 	}
 	return handled, obj, err
 }

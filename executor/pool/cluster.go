@@ -89,7 +89,7 @@ func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 				}
 				rsets = r.list
 			}
-			if h := currentHash(d, rsets.Items); h != "" {
+			if h := CurrentHash(d, rsets.Items); h != "" {
 				p.Hash = h
 				p.Template.Labels[poolapi.LabelTemplateHash] = h
 			} else {
@@ -107,14 +107,14 @@ func (k *Cluster) Pools(ctx context.Context) (*Set, error) {
 	return set, nil
 }
 
-// currentHash is the pod-template-hash of d's current ReplicaSet: the one
+// CurrentHash is the pod-template-hash of d's current ReplicaSet: the one
 // d controls whose pod template is d's live template, apart from the
 // pod-template-hash label (how the Deployment controller itself finds its
 // new ReplicaSet). Comparing templates, not the revision annotation, keeps
 // a paused Deployment's or a half-seen edit's old pods from being claimed:
 // the controller updates a paused Deployment's revision bookkeeping but
 // makes no ReplicaSet for its new template. "" when there is none yet.
-func currentHash(d *appsv1.Deployment, rsets []appsv1.ReplicaSet) string {
+func CurrentHash(d *appsv1.Deployment, rsets []appsv1.ReplicaSet) string {
 	for _, rs := range rsets {
 		owned := false
 		for _, o := range rs.OwnerReferences {

@@ -371,13 +371,31 @@ func (k *Cluster) claimAnnotated(ctx context.Context, pod *corev1.Pod, owner poo
 	l := owner.Labels()
 	l[poolapi.LabelState] = poolapi.StateClaimed
 	ann[poolapi.AnnotationClaimedAt] = time.Now().UTC().Format(time.RFC3339Nano)
-	patch := map[string]any{"metadata": map[string]any{
+	meta := map[string]any{
 		"resourceVersion": pod.ResourceVersion,
 		"labels":          l,
 		"annotations":     ann,
-	}}
-	b, _ := json.Marshal(patch)
+	}
+	if MadeByController(pod) {
+		// The pool controller made this pod above the pool's floor, owned
+		// by the pool's Deployment (decision 0010). A claimed pod must
+		// outlive its pool: the garbage collector deletes a Deployment's
+		// dependents with it (a found pool removed, a helm uninstall).
+		// A ReplicaSet releases its own pods when the claim relabels
+		// them; nobody releases these, so the claim does.
+		meta["ownerReferences"] = nil
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": meta})
 	return k.CS.CoreV1().Pods(k.Namespace).Patch(ctx, pod.Name, types.MergePatchType, b, metav1.PatchOptions{})
+}
+
+// MadeByController tells whether pod's controller reference is a
+// Deployment: a pod the pool controller made above its pool's floor, which
+// no ReplicaSet counts (decision 0010). A ReplicaSet's pods name their
+// ReplicaSet.
+func MadeByController(pod *corev1.Pod) bool {
+	c := metav1.GetControllerOf(pod)
+	return c != nil && c.Kind == "Deployment" && c.APIVersion == "apps/v1"
 }
 
 // StateOf is what pod is to the drivers and the pool controller
