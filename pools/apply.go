@@ -52,7 +52,8 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, keep bool
 		// Pods kept above the decision go when it falls by their keep,
 		// or for another pool's growth: neither changes the decided
 		// size, which the Event and the status report.
-		_, _, err := c.shed(ctx, x, own-want, keep, now)
+		// idle_time 0 says keep nothing for demand: nor is a pod kept.
+		_, _, err := c.shed(ctx, x, own-want, keep && x.per.IdleTime > 0, now)
 		errs = append(errs, err)
 	}
 	errs = append(errs, floorErr, makeErr, c.dropStale(ctx, x))

@@ -372,3 +372,12 @@ func (h *harness) events() []string {
 		}
 	}
 }
+
+// replicasOf reads a pool's replicas (its ReplicaSet's part of its size)
+// from the fake API server.
+func (s *apiServer) replicasOf(t *testing.T, name string) int {
+	t.Helper()
+	d, err := s.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	return replicasOf(d)
+}

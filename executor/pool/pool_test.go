@@ -721,3 +721,31 @@ func TestClaimWarmWidensAStalePage(t *testing.T) {
 	}
 	assert.Equal(t, claimStale+3+1, patches, "claimStale on the stale page, then 3 lost and one won on the wide one")
 }
+
+// The claim of a pod the pool controller made (controlled by the pool's
+// Deployment, decision 0010) takes it out of the Deployment's ownership,
+// so that the pool's removal does not delete a running job's pod with it;
+// a ReplicaSet's pod is left to its ReplicaSet, which releases it.
+func TestClaimReleasesTheControllersPod(t *testing.T) {
+	yes := true
+	for _, tc := range []struct {
+		kind    string
+		release bool
+	}{{"Deployment", true}, {"ReplicaSet", false}} {
+		t.Run(tc.kind, func(t *testing.T) {
+			pod := readyPod("p", "1", true)
+			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: tc.kind, Name: "alpine", UID: "u", Controller: &yes}}
+			assert.Equal(t, tc.release, MadeByController(pod))
+			cs, k := fakeAPI(pod)
+			_, err := k.claim(context.Background(), pod, poolapi.Owner{Job: "1", Server: "s"}, 0)
+			require.NoError(t, err)
+			var patch string
+			for _, a := range cs.Actions() {
+				if pa, ok := a.(k8stesting.PatchAction); ok {
+					patch = string(pa.GetPatch())
+				}
+			}
+			assert.Equal(t, tc.release, strings.Contains(patch, `"ownerReferences":null`), patch)
+		})
+	}
+}

@@ -105,16 +105,18 @@ type Config struct {
 	// start in turn, and a pod made into a crowd waits for it. make
 	// bench-pools fits it to the cluster's own starts (FitStarts).
 	PodStartPerStarting time.Duration
-	// Unrefilled plays a claim path warmpod does not have, to measure it
-	// (a what-if, bench/pools-sim.md): a claim of a pod of a pool the
-	// controller sizes makes no replacement, since the pod leaves the
-	// pool's size with it; and a shrink leaves a pod above the decision
-	// until it has been Ready and unclaimed for SurplusIdle, as long as
-	// the pods so kept fit in what the budget's shares leave, so that a
-	// later claim takes it instead of a pod made for it. The real pools are
-	// Deployments, whose ReplicaSet replaces a claimed pod within
-	// milliseconds: this is what they would do if the controller made the
-	// pods above a pool's written floor itself.
+	// Unrefilled plays the controller's claim path since decision 0010
+	// (DefaultConfig; false plays the one before it, to compare, in
+	// bench/pools-sim.md): the controller makes a sized pool's pods above
+	// its written floor itself, so a claim of one makes no replacement
+	// (the pod leaves the pool's size with it; a claim at or below the
+	// floor is the ReplicaSet's, refilled at once); and a shrink leaves
+	// a pod above the decision until it has been Ready and unclaimed for
+	// SurplusIdle, as long as the pods so kept fit in what the budget's
+	// shares leave and the period's idle_time is not 0, so that a later
+	// claim takes it instead of a pod made for it. Without it, a pool is a
+	// Deployment whose ReplicaSet replaces every claimed pod within
+	// milliseconds, and a shrink removes pods at once.
 	Unrefilled  bool
 	SurplusIdle time.Duration
 }
@@ -123,7 +125,8 @@ type Config struct {
 // figures from day 8 (the second Monday) on.
 func DefaultConfig() Config {
 	return Config{Start: time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC), Days: 15, Budget: 60, WarmWait: time.Second,
-		Resync: 10 * time.Second, Batch: 200 * time.Millisecond, Seed: 1, From: 7, Bucket: 15 * time.Minute}
+		Resync: 10 * time.Second, Batch: 200 * time.Millisecond, Seed: 1, From: 7, Bucket: 15 * time.Minute,
+		Unrefilled: true, SurplusIdle: sizing.MaxKeepAlive}
 }
 
 // podStart draws a pod's creation to Ready: log-normal with median and 95th
@@ -610,8 +613,8 @@ func (w *world) claim(p *pool, pd *pod, j *Job) {
 // a sized pool records the claim or the cold start as its demand.
 func (w *world) take(p *pool, pd *pod, j *Job, warm bool, end time.Time) {
 	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
-	if w.cfg.Unrefilled && p.sized {
-		p.replicas = max(p.replicas-1, 0) // the pod takes its place with it
+	if w.cfg.Unrefilled && p.sized && p.replicas > w.floor(p) {
+		p.replicas-- // the controller's pod takes its place with it
 	}
 	w.countJob(j, warm)
 	w.busy++
@@ -815,7 +818,7 @@ func (w *world) size(p *pool, n int) {
 			if pd.reserved != nil {
 				continue
 			}
-			if w.cfg.Unrefilled && w.room > 0 && (!pd.ready || w.now.Sub(pd.readyAt) < w.cfg.SurplusIdle) {
+			if w.cfg.Unrefilled && w.room > 0 && w.keeps(p) && (!pd.ready || w.now.Sub(pd.readyAt) < w.cfg.SurplusIdle) {
 				w.room-- // kept for a later claim, within the budget
 				continue
 			}
@@ -827,6 +830,20 @@ func (w *world) size(p *pool, n int) {
 		// Pods a driver waits for stay: replicas cannot go below them.
 		p.replicas = max(p.replicas, len(p.rs))
 	}
+}
+
+// floor is the idle count p's active period writes (max(idle_count, min),
+// within max): its ReplicaSet's part of its size (Unrefilled).
+func (w *world) floor(p *pool) int {
+	_, per := p.policy.Active(w.now)
+	return min(max(per.IdleCount, per.Min), per.Max)
+}
+
+// keeps tells whether p's active period keeps a pod above the decision:
+// its idle_time is not 0 (idle_time 0 keeps nothing for demand).
+func (w *world) keeps(p *pool) bool {
+	_, per := p.policy.Active(w.now)
+	return per.IdleTime > 0
 }
 
 // discover makes the pools Discovery finds due, and removes those it made

@@ -194,24 +194,27 @@ func TestPlayPoolsScaleProfiles(t *testing.T) {
 	assert.Less(t, slow.Warm, res.Warm)
 }
 
-// Config.Unrefilled, the claim path that is measured and not built: a
-// claim makes no replacement and a pod above the decision waits for a
-// claim up to SurplusIdle, so the same jobs take fewer pods and fewer are
-// removed unused; the pods kept stay within the budget.
+// Config.Unrefilled, the controller's claim path since decision 0010: a
+// claim above the floor makes no replacement and a pod above the decision
+// waits for a claim up to SurplusIdle, so the same jobs take fewer pods
+// than with a ReplicaSet's refill and fewer are removed unused; the pods
+// kept stay within the budget.
 func TestUnrefilledMakesFewerPods(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Days, cfg.From = 5, 0
 	jobs := Generate(1, cfg.Start, cfg.Days)
-	today, err := Play(jobs, Learned, cfg)
+	before := cfg
+	before.Unrefilled, before.SurplusIdle = false, 0
+	refilled, err := Play(jobs, Learned, before)
 	require.NoError(t, err)
 	w := cfg
-	w.Unrefilled, w.SurplusIdle = true, time.Hour
-	whatIf, err := Play(jobs, Learned, w)
+	require.True(t, w.Unrefilled)
+	unrefilled, err := Play(jobs, Learned, w)
 	require.NoError(t, err)
-	assert.Less(t, whatIf.PodsMade, today.PodsMade)
-	assert.Less(t, whatIf.Removed, today.Removed)
-	assert.GreaterOrEqual(t, whatIf.WarmRate(), 0.9)
-	assert.GreaterOrEqual(t, whatIf.PodsMade, whatIf.Warm, "each warm claim took a pod made for the pool")
+	assert.Less(t, unrefilled.PodsMade, refilled.PodsMade)
+	assert.Less(t, unrefilled.Removed, refilled.Removed)
+	assert.GreaterOrEqual(t, unrefilled.WarmRate(), 0.9)
+	assert.GreaterOrEqual(t, unrefilled.PodsMade, unrefilled.Warm, "each warm claim took a pod made for the pool")
 
 	w.Budget = 3
 	tight, err := Play(jobs, Learned, w)

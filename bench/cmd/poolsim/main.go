@@ -65,22 +65,23 @@ type played struct {
 	seed   uint64
 	jobs   []poolsim.Job
 	result [3]poolsim.Result
-	// whatIf is the controller with nothing written on the claim path
-	// that would meet pods made ≤ 1.1× (poolsim.Config.Unrefilled).
-	whatIf poolsim.Result
-	// sweep is pods made per job on that path for each keep of
+	// refilled is the controller with nothing written on the claim path
+	// before decision 0010: a ReplicaSet refills every claim, a shrink
+	// removes pods at once (poolsim.Config.Unrefilled false).
+	refilled poolsim.Result
+	// sweep is pods made per job on today's path for each keep of
 	// keepSweep (the report's seed only).
 	sweep []float64
 }
 
-// keepSweep is how long the what-if keeps a surplus pod, tried on the
-// report's seed: 0 is no replacement with today's removal.
+// keepSweep is how long a pod above the decision is kept, tried on the
+// report's seed: 0 is no replacement, removed at once.
 var keepSweep = []time.Duration{0, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute, 45 * time.Minute, time.Hour, 90 * time.Minute}
 
-// sweepKeep plays p's jobs on the what-if path with each keep of keepSweep.
+// sweepKeep plays p's jobs with each keep of keepSweep.
 func sweepKeep(p *played, cfg poolsim.Config) error {
 	for _, keep := range keepSweep {
-		c := whatIfConfig(cfg)
+		c := cfg
 		c.SurplusIdle = keep
 		r, err := poolsim.Play(p.jobs, poolsim.Learned, c)
 		if err != nil {
@@ -91,11 +92,10 @@ func sweepKeep(p *played, cfg poolsim.Config) error {
 	return nil
 }
 
-// WhatIfConfig is cfg with the claim path warmpod does not have: no
-// replacement for a claim, a surplus pod kept for a claim until it has
-// been idle sizing.MaxKeepAlive (the longest a trickle keeps one pod).
-func whatIfConfig(cfg poolsim.Config) poolsim.Config {
-	cfg.Unrefilled, cfg.SurplusIdle = true, sizing.MaxKeepAlive
+// refilledConfig is cfg on the claim path before decision 0010: every
+// claim refilled by the pool's ReplicaSet, a shrink's pods removed at once.
+func refilledConfig(cfg poolsim.Config) poolsim.Config {
+	cfg.Unrefilled, cfg.SurplusIdle = false, 0
 	return cfg
 }
 
@@ -108,8 +108,8 @@ func play(seed uint64, cfg poolsim.Config) (played, error) {
 		}
 		p.result[m] = r
 	}
-	r, err := poolsim.Play(p.jobs, poolsim.Learned, whatIfConfig(cfg))
-	p.whatIf = r
+	r, err := poolsim.Play(p.jobs, poolsim.Learned, refilledConfig(cfg))
+	p.refilled = r
 	return p, err
 }
 
@@ -278,12 +278,10 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 	}
 	l := p.result[poolsim.Learned]
 	fmt.Fprintf(w, "\n## What is not met, and why\n\n")
-	fmt.Fprintf(w, "- **Pods made**: %d pods for %d jobs. A fixed pool makes exactly one pod per job (each claim's replacement). "+
-		"A pool the controller grows makes the pods it pre-warms or grows for, and each claim of one of them still makes a replacement at once "+
-		"(a claimed pod leaves the ReplicaSet, which refills to `replicas` within milliseconds, before any decision can lower it); "+
-		"what no job takes is removed: %d pool pods here, the extra %.2f× of the jobs. Below 1.1× needs a claim path in which a claim "+
-		"refills the pool only when the controller wants the pod: measured below, not built.\n",
-		l.PodsMade, len(p.jobs), l.Removed, float64(l.Removed)/float64(len(p.jobs)))
+	if float64(l.PodsMade) > 1.1*float64(len(p.jobs)) {
+		fmt.Fprintf(w, "- **Pods made**: %d pods for %d jobs; %d pool pods were removed without a job, the extra %.2f× of the jobs.\n",
+			l.PodsMade, len(p.jobs), l.Removed, float64(l.Removed)/float64(len(p.jobs)))
+	}
 	ni := poolsim.NewImageFrom(l.NewImage, 6)
 	c := coldGaps(l, 6)
 	fmt.Fprintf(w, "- **The new image from its 6th job**: %d of its %d jobs from the 6th were warm, not all. Its pool is made after the 3rd cold job "+
@@ -295,7 +293,7 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 		"Each of them warm would take a pod kept through weekends and early mornings for jobs that mostly do not come, "+
 		"which the idle pod-seconds target leaves no room for in every pool.\n",
 		ni.Warm, ni.Jobs, ni.Jobs-ni.Warm, c.weekend, c.morning, c.day, c.shortest.Round(time.Minute), c.longest.Round(time.Minute))
-	whatIf(w, p, rest)
+	beforeRefill(w, p, rest)
 	fmt.Fprintf(w, "\n## How it is modelled\n\n")
 	fmt.Fprintf(w, "- The controller's figures are package `sizing`'s own: `Decide` (with the learned `Profile`'s forecast and the keep-alive), `Share` over the budget, `DefaultDiscovery`. Its decisions run %s after each claim and every %s, as `pools.Controller`'s (Batch, Resync).\n", cfg.Batch, cfg.Resync)
 	fmt.Fprintf(w, "- What the controller's Kubernetes side does is modelled: a ReplicaSet makes a pool's missing pods at once (a claimed pod leaves it), a scale-down removes pods not Ready first, then the youngest, never one a driver waits for. The budget's in-flight rule (`pools/budget.go`) is not.\n")
@@ -371,32 +369,26 @@ func coldGaps(r poolsim.Result, n int) colds {
 	return c
 }
 
-// whatIf reports the controller with nothing written on a claim path that
-// refills a pool only when the controller wants the pod
-// (poolsim.Config.Unrefilled), on every seed played.
-func whatIf(w io.Writer, p played, rest []played) {
-	fmt.Fprintf(w, "\n## A claim path that would meet pods made (measured here, not built)\n\n")
-	fmt.Fprintf(w, "The same trace and the same sizing code, the controller with nothing written, but two rules of the Kubernetes side changed: "+
-		"a claim of a pod of a pool the controller sizes makes no replacement (the pod takes its place in the pool's size with it; "+
-		"the controller's next decision, %s later, makes one if it still wants it), and a pod above the decision stays until it has been "+
-		"Ready and unclaimed for %s (`sizing.MaxKeepAlive`), as long as the pods so kept fit in what the budget's shares leave, "+
-		"so that the next claim takes it instead of a pod made for that claim. "+
-		"On seed %d, keeping surplus pods %s (0: no replacement, today's removal): pods made %s. "+
-		"No replacement alone changes little: the next decision wants the pod again.\n\n", poolsim.DefaultConfig().Batch, sizing.MaxKeepAlive,
+// beforeRefill reports the controller with nothing written on the claim
+// path before decision 0010 beside today's, on every seed played, and the
+// keep sweep on the report's seed.
+func beforeRefill(w io.Writer, p played, rest []played) {
+	fmt.Fprintf(w, "\n## Pods made: the claim path before decision 0010\n\n")
+	fmt.Fprintf(w, "The same trace and the same sizing code, the controller with nothing written, on the Kubernetes side before "+
+		"[decision 0010](../docs/decisions/0010-pods-above-the-floor-made-by-the-controller.md): a pool's ReplicaSet replaced each claimed pod "+
+		"within milliseconds, whatever the decision %s later, and a pod above a falling decision was removed at once. "+
+		"Since 0010 the controller makes the pods above a pool's written floor itself: a claim of one makes no replacement, and a pod above "+
+		"the decision stays until it has been Ready and unclaimed for %s (`sizing.MaxKeepAlive`), as long as no pool's growth waits for "+
+		"the budget's room, so that the next claim takes it instead of a pod made for that claim. "+
+		"On seed %d, keeping such a pod %s (0: removed at once): pods made %s.\n\n", poolsim.DefaultConfig().Batch, sizing.MaxKeepAlive,
 		p.seed, minutesList(keepSweep), ratioList(p.sweep))
-	fmt.Fprintf(w, "| seed | warm (today) | idle vs fixed | pipelines, lowest | new image from 6th | pods made (today) | targets met |\n|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(w, "| seed | pods made: before → since | warm: before → since | idle vs fixed: before → since |\n|---:|---:|---:|---:|\n")
 	for _, o := range append([]played{p}, rest...) {
-		l, x, f := o.result[poolsim.Learned], o.whatIf, o.result[poolsim.Fixed]
-		fmt.Fprintf(w, "| %d | %.1f %% (%.1f %%) | %.2f× | %.2f | %.2f | %.2f× (%.2f×) | %s |\n", o.seed, 100*x.WarmRate(), 100*l.WarmRate(),
-			x.IdlePodSeconds/f.IdlePodSeconds, lowestPipeline(x), poolsim.NewImageFrom(x.NewImage, 6).Rate(),
-			float64(x.PodsMade)/float64(len(o.jobs)), float64(l.PodsMade)/float64(len(o.jobs)), metCell(targetsOf(f, x, len(o.jobs))))
+		b, l, f := o.refilled, o.result[poolsim.Learned], o.result[poolsim.Fixed]
+		n := float64(len(o.jobs))
+		fmt.Fprintf(w, "| %d | %.2f× → %.2f× | %.1f %% → %.1f %% | %.2f× → %.2f× |\n", o.seed, float64(b.PodsMade)/n, float64(l.PodsMade)/n,
+			100*b.WarmRate(), 100*l.WarmRate(), b.IdlePodSeconds/f.IdlePodSeconds, l.IdlePodSeconds/f.IdlePodSeconds)
 	}
-	fmt.Fprintf(w, "\nWhy it is not built: a pool is a Deployment, and its ReplicaSet replaces a pod that leaves it within milliseconds, "+
-		"before any decision; lowering `replicas` first has the ReplicaSet remove a pod of its own choosing. "+
-		"Building it means the controller makes the pods above a pool's written floor itself, owned by the pool's Deployment "+
-		"(so that no ReplicaSet adopts them and they go with the pool), and removes them with the claim's own precondition; "+
-		"those pods are refilled only while the controller runs, the floor still by the ReplicaSet. "+
-		"The proposal and what it changes: [decision 0010](../docs/decisions/0010-pods-above-the-floor-made-by-the-controller.md).\n")
 }
 
 // minutesList is ds in minutes, "0, 5, … and 90 minutes".

@@ -1,0 +1,197 @@
+package pools
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/warmpod/warmpod/executor/pool"
+	"github.com/warmpod/warmpod/poolapi"
+	"github.com/warmpod/warmpod/sizing"
+)
+
+// ownPod is a pod the controller made for d, of template hash, Ready
+// (since created+4s) when ready.
+func ownPod(d *appsv1.Deployment, name, hash string, ready bool, created time.Time) *corev1.Pod {
+	p := idlePod(d.Name, name, ready, created)
+	p.Labels[poolapi.LabelTemplateHash] = hash
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: d.Name, UID: d.UID, Controller: ptr.To(true)}}
+	return p
+}
+
+// A pool whose floor is 0 grows by pods the controller makes: controlled
+// by the Deployment, of its template, with the current ReplicaSet's
+// pod-template-hash, so the drivers claim them as the ReplicaSet's; its
+// replicas stay the written floor. Pods made and not in the cache yet
+// count: a second decision before the informer shows them makes none.
+func TestPodsAboveTheFloorAreTheControllers(t *testing.T) {
+	now := monday9
+	d := poolDeployment("alpine", "- idle_count: 0\n  idle_time: 10m", 0)
+	objs := []k8sruntime.Object{d}
+	for i := range 3 {
+		objs = append(objs, claimedPod("alpine", fmt.Sprintf("job-%d", i), now.Add(-time.Duration(i)*time.Second)))
+	}
+	h := newHarness(t, now, sizing.Budget{}, objs...)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	require.NoError(t, h.c.Reconcile(context.Background()), "before the informer shows the pods")
+	assert.Equal(t, 3, h.api.Writes("create/pods"), "the second decision counts the pods it made")
+	assert.Equal(t, 0, h.api.Writes("update/deployments/scale"), "the floor is 0")
+	own := h.api.own(t, d)
+	require.Len(t, own, 3)
+	for _, p := range own {
+		assert.Equal(t, "h-alpine", p.Labels[poolapi.LabelTemplateHash])
+		assert.Equal(t, "alpine", p.Labels[poolapi.LabelPool])
+		assert.True(t, pool.MadeByController(&p))
+		c := metav1.GetControllerOf(&p)
+		require.NotNil(t, c)
+		assert.Equal(t, d.UID, c.UID)
+		assert.Equal(t, d.Spec.Template.Spec.Containers, p.Spec.Containers)
+	}
+	ev := h.events()
+	require.Len(t, ev, 1, "one Event for the change of size, none for the second decision")
+	assert.Contains(t, ev[0], "ScaledByDemand pods 0 → 3")
+
+	// A claim of one makes no replacement by itself; the next decision
+	// makes one if it still wants it, and reports no change of size.
+	h.settle(t)
+	h.clock.Step(time.Minute) // a claim in a window of its own: demand stays 3
+	now = h.clock.Now()
+	claimed := own[0].DeepCopy()
+	claimed.Labels[poolapi.LabelState] = poolapi.StateClaimed
+	claimed.Annotations = map[string]string{poolapi.AnnotationClaimedAt: now.UTC().Format(time.RFC3339Nano), poolapi.AnnotationClaimWait: "1"}
+	claimed.OwnerReferences = nil
+	_, err := h.api.CoreV1().Pods(ns).Update(context.Background(), claimed, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	h.settle(t)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 4, h.api.Writes("create/pods"), "refilled to the decision")
+	assert.Empty(t, h.events(), "a refill is no change of size")
+}
+
+// A pod above the decision waits for the next claim until it has been
+// Ready for sizing.MaxKeepAlive; then it is deleted under its UID and
+// resourceVersion. With idle_time 0 nothing is kept.
+func TestSurplusPodsAreKeptUntilMaxKeepAlive(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		kept   bool
+	}{
+		{"- idle_count: 1\n  idle_time: 10m", true},
+		{"- idle_count: 1\n  idle_time: 0s", false},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			now := monday9
+			d := poolDeployment("alpine", tc.policy, 1)
+			objs := []k8sruntime.Object{d, idlePod("alpine", "rs-0", true, now.Add(-2*time.Hour))}
+			for i := range 2 {
+				objs = append(objs, ownPod(d, fmt.Sprintf("own-%d", i), "h-alpine", true, now.Add(-30*time.Minute)))
+			}
+			h := newHarness(t, now, sizing.Budget{}, objs...)
+			require.NoError(t, h.c.Reconcile(context.Background()))
+			if !tc.kept {
+				assert.Equal(t, 2, h.api.Writes("delete/pods"))
+				return
+			}
+			assert.Equal(t, 0, h.api.Writes("delete/pods"), "Ready for 30 minutes: kept")
+			h.clock.Step(sizing.MaxKeepAlive - 29*time.Minute) // Ready 4 s after it was made
+			require.NoError(t, h.c.Reconcile(context.Background()))
+			assert.Equal(t, 2, h.api.Writes("delete/pods"), "Ready for sizing.MaxKeepAlive: deleted")
+			assert.Empty(t, h.api.own(t, d))
+			assert.Equal(t, 1, h.api.size(t, "alpine"))
+		})
+	}
+}
+
+// Pods kept above a decision give their room to another pool's growth.
+func TestKeptPodsGoForAnotherPoolsGrowth(t *testing.T) {
+	now := monday9
+	quiet := poolDeployment("quiet", "- idle_count: 0\n  idle_time: 10m", 0)
+	busy := poolDeployment("busy", "- idle_count: 0\n  idle_time: 10m", 0)
+	objs := []k8sruntime.Object{quiet, busy}
+	for i := range 3 {
+		objs = append(objs, ownPod(quiet, fmt.Sprintf("kept-%d", i), "h-quiet", true, now.Add(-10*time.Minute)))
+	}
+	for i := range 2 {
+		objs = append(objs, claimedPod("busy", fmt.Sprintf("job-%d", i), now.Add(-time.Duration(i)*time.Second)))
+	}
+	h := newHarness(t, now, sizing.Budget{Pods: 3}, objs...)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Empty(t, h.api.own(t, quiet), "the kept pods are deleted: busy waits for their room")
+	assert.Equal(t, 0, h.api.Writes("create/pods"), "busy grows once they are gone")
+	h.settle(t)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Len(t, h.api.own(t, busy), 2)
+}
+
+// A claim that wins a pod the controller is deleting keeps it: the
+// deletion's precondition is the resourceVersion the decision read.
+func TestAClaimWinsOverADeletion(t *testing.T) {
+	now := monday9
+	d := poolDeployment("alpine", "- idle_count: 0\n  idle_time: 0s", 0)
+	h := newHarness(t, now, sizing.Budget{}, d, ownPod(d, "own-0", "h-alpine", true, now.Add(-time.Minute)))
+	h.api.before = func(a k8stesting.Action) error {
+		if a.GetVerb() != "delete" {
+			return nil
+		}
+		h.api.before = nil
+		obj, err := h.api.Tracker().Get(podsGVR, ns, "own-0")
+		require.NoError(t, err)
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.Labels[poolapi.LabelState] = poolapi.StateClaimed
+		p.ResourceVersion = h.api.nextRV()
+		return h.api.Tracker().Update(podsGVR, p, ns)
+	}
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	p, err := h.api.CoreV1().Pods(ns).Get(context.Background(), "own-0", metav1.GetOptions{})
+	require.NoError(t, err, "the claimed pod is not deleted")
+	assert.Equal(t, poolapi.StateClaimed, p.Labels[poolapi.LabelState])
+}
+
+// The controller's pods of an older template are deleted (no driver
+// claims them warm) and not counted; a paused Deployment gets no pods.
+func TestStaleAndPausedPools(t *testing.T) {
+	now := monday9
+	d := poolDeployment("alpine", "- idle_count: 0\n  idle_time: 10m\n- periods: [\"* * * * *\"]\n  idle_count: 0\n  min: 2\n  idle_time: 10m", 0)
+	paused := poolDeployment("paused", "- idle_count: 2", 0)
+	paused.Spec.Paused = true
+	h := newHarness(t, now, sizing.Budget{}, d, paused, ownPod(d, "old-0", "old-hash", true, now.Add(-time.Minute)))
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	_, err := h.api.CoreV1().Pods(ns).Get(context.Background(), "old-0", metav1.GetOptions{})
+	assert.True(t, err != nil && strings.Contains(err.Error(), "not found"), "the stale pod is deleted: %v", err)
+	assert.Equal(t, 2, h.api.size(t, "alpine"), "the floor of min 2 is the ReplicaSet's")
+	assert.Equal(t, 2, h.api.size(t, "paused"), "a paused pool's floor is its ReplicaSet's too")
+	assert.Equal(t, 0, h.api.Writes("create/pods"))
+}
+
+// A pool sized before decision 0010 (its ReplicaSet above the written
+// floor) keeps its pods while the decision wants them: no retire-and-make
+// churn when the controller is upgraded; it gives them up as the decision
+// falls.
+func TestAReplicaSetAboveTheFloorGivesItsPodsUp(t *testing.T) {
+	now := monday9
+	d := poolDeployment("alpine", "- idle_count: 1\n  idle_time: 10m", 5)
+	d.Annotations[poolapi.AnnotationSizing] = fmt.Sprintf(`{"replicas":5,"reason":"demand","demand":5,"demandAt":%q,"lastClaim":%q,"decidedAt":%q}`,
+		now.Add(-time.Minute).Format(time.RFC3339Nano), now.Add(-time.Minute).Format(time.RFC3339Nano), now.Add(-time.Minute).Format(time.RFC3339Nano))
+	objs := []k8sruntime.Object{d}
+	for i := range 5 {
+		objs = append(objs, idlePod("alpine", fmt.Sprintf("rs-%d", i), true, now.Add(-time.Hour)))
+	}
+	h := newHarness(t, now, sizing.Budget{}, objs...)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Zero(t, h.api.total(), "nothing written while the decision wants the 5")
+	h.clock.Step(10 * time.Minute)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 1, h.api.replicasOf(t, "alpine"), "back to the floor, by retire marks")
+	assert.Equal(t, 0, h.api.Writes("create/pods"))
+}
