@@ -21,8 +21,9 @@ import (
 // The pods above a pool's floor (decision 0010). A pool's Deployment keeps
 // the floor a person wrote (its ReplicaSet refills it at once, with or
 // without this controller); the controller makes the pods above it
-// itself, from the current ReplicaSet's template, with an ownerReference
-// to the Deployment as their controller. No ReplicaSet adopts or counts a
+// itself, from the Deployment's template with the current ReplicaSet's
+// pod-template-hash, and an ownerReference to the Deployment as their
+// controller. No ReplicaSet adopts or counts a
 // pod that has a controller, so a claim of one makes no replacement: the
 // next decision makes one if it still wants it. A ReplicaSet replaced every
 // claimed pod within milliseconds, whatever the decision 200 ms later, and
@@ -31,8 +32,8 @@ import (
 //
 // A pod of its own above the decision stays while it is not Ready or has
 // been Ready for less than sizing.MaxKeepAlive, as long as no pool's
-// growth waits for the budget's room: the next claim takes it instead of
-// a pod made for that claim. Then it is deleted under its UID and
+// growth waits for the budget's room and the period's idle_time is not 0:
+// the next claim takes it instead of a pod made for that claim. Then it is deleted under its UID and
 // resourceVersion, so that a claim made meanwhile wins and the deletion
 // loses (the claim's own rule).
 

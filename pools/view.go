@@ -26,8 +26,11 @@ type View struct {
 	// FoundFrom is the image the controller made the pool for (""
 	// for a pool a person wrote).
 	FoundFrom string
-	// Replicas is the pool's size (its idle target); Idle, Starting,
-	// Pending, Retiring and Busy its pods by state.
+	// Replicas is the pool's size (its idle target): the size the
+	// controller last decided (its status), else its Deployment's replicas
+	// (a pool it does not size, or has not yet); Idle, Starting, Pending,
+	// Retiring and Busy its pods by state, the controller's own above the
+	// floor among them (decision 0010).
 	Replicas                                int
 	Idle, Starting, Pending, Retiring, Busy int
 	// Floor and Max are the active period's min and max (Max NoMax: none);
@@ -93,6 +96,9 @@ func Views(deps []appsv1.Deployment, pods []corev1.Pod, now time.Time) []View {
 		d := &deps[i]
 		v := View{Name: d.Name, Image: pool.JobImage(&d.Spec.Template.Spec), FoundFrom: d.Annotations[poolapi.AnnotationFoundFrom],
 			Replicas: replicasOf(d), Status: readStatus(d), Period: -1, Max: sizing.NoMax}
+		if _, sized := d.Annotations[poolapi.AnnotationPolicy]; sized && !v.Status.DecidedAt.IsZero() && v.Status.Reason != "invalid" {
+			v.Replicas = v.Status.Replicas
+		}
 		for _, p := range byPool[d.Spec.Template.Labels[poolapi.LabelPool]] {
 			switch pool.StateOf(p) {
 			case poolapi.PodIdle:
