@@ -8,9 +8,11 @@
 // single key is the namespace (the budget makes every pool's size depend on
 // every other's), a rate-limited retry when the API server fails, and Events
 // with reasons on each pool. It writes only the pools' replicas (through the
-// deployments/scale subresource), their poolapi.AnnotationSizing, and the retiring
-// mark of the idle pods it scales away. Without it pools keep their last
-// size: nothing it does is needed for a job to run.
+// deployments/scale subresource: the floor a person wrote), the pods above
+// that floor (it creates and deletes them, own.go, decision 0010), their
+// poolapi.AnnotationSizing, and the retiring mark of the idle pods it scales
+// away. Without it pools keep their floor and the pods they have: nothing it
+// does is needed for a job to run.
 package pools
 
 import (
