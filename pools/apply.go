@@ -22,28 +22,40 @@ import (
 // apply gives pool x the size target: its ReplicaSet the part of target
 // up to the floor a person wrote (scaled up at once, down only by idle pods
 // it marked retiring first), and the pods above the floor made or removed
-// by the controller itself (own.go; with keep, a surplus pod stays for a
-// later claim); then an Event and the status when the size changed, and
-// the pool's gauges.
-func (c *Controller) apply(ctx context.Context, x decided, target int, keep bool, now time.Time) error {
+// by the controller itself (own.go: a surplus pod stays for a later claim
+// unless *need, the pods other pools' growth waits for, takes its room);
+// then an Event and the status when the decided size changed, and the
+// pool's gauges.
+func (c *Controller) apply(ctx context.Context, x decided, target int, need *int, now time.Time) error {
 	d := x.d
 	reason := string(x.dec.Reason)
 	if target < x.dec.Idle {
 		reason = "budget"
 	}
 	c.setGauges(x, now)
-	errs := []error{c.unmarkStale(ctx, x.rsPods.retiring, now)}
+	// Pods of an older template first: their room is counted free.
+	errs := []error{c.unmarkStale(ctx, x.rsPods.retiring, now), c.dropStale(ctx, x), c.release(ctx, x.own.claimed)}
 	rsCur := replicasOf(d)
-	// The ReplicaSet grows to the written floor, never above it. One
-	// above it (a pool sized before decision 0010, or a floor lowered)
-	// gives its pods up as the decision falls instead of having them
-	// retired and made again by the controller: a pool at 10 would
-	// otherwise have all 10 unclaimable for a pod start.
-	rsWant := min(target, max(x.floor, rsCur))
-	rsNext, floorErr := c.applyFloor(ctx, x, rsWant, now)
 	own := len(x.own.standing) + x.exp
+	// The ReplicaSet grows to the written floor, by what the
+	// controller's own pods do not already hold (a floor that rises
+	// under pods pre-warmed for it would otherwise have the ReplicaSet
+	// make as many again; it takes the floor over as they are claimed),
+	// and never above the floor. One above it (a pool sized before
+	// decision 0010, or a floor lowered) gives its pods up as the
+	// decision falls instead of having them retired and made again by the
+	// controller: a pool at 10 would otherwise have all 10 unclaimable
+	// for a pod start.
+	rsWant := min(target, max(rsCur, min(target, x.floor)-own))
+	rsNext, floorErr := c.applyFloor(ctx, x, rsWant, now)
 	var makeErr error
+	noTemplate := false
 	switch want := target - rsWant; {
+	case own < want && x.rs == nil:
+		// A paused Deployment, or one whose new ReplicaSet the
+		// Deployment controller has not made yet: nothing to make the
+		// pods from. Not reported: the size is not set.
+		noTemplate = true
 	case own < want:
 		var made int
 		made, makeErr = c.makePods(ctx, x, want-own, now)
@@ -52,15 +64,15 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, keep bool
 		// Pods kept above the decision go when it falls by their keep,
 		// or for another pool's growth: neither changes the decided
 		// size, which the Event and the status report.
-		// idle_time 0 says keep nothing for demand: nor is a pod kept.
-		_, _, err := c.shed(ctx, x, own-want, keep && x.per.IdleTime > 0, now)
+		gone, err := c.shed(ctx, x, own-want, need, now)
+		own -= gone
 		errs = append(errs, err)
 	}
-	errs = append(errs, floorErr, makeErr, c.dropStale(ctx, x))
+	errs = append(errs, floorErr, makeErr)
 	c.m.replicas.WithLabelValues(d.Namespace, d.Name).Set(float64(rsNext + own))
 	prev := c.reportedSize(x)
 	switch {
-	case floorErr != nil || makeErr != nil:
+	case floorErr != nil || makeErr != nil || noTemplate:
 		// Not reported: the next decision tries again.
 	case target != prev:
 		if target > prev {
@@ -121,7 +133,8 @@ func (c *Controller) applyFloor(ctx context.Context, x decided, want int, now ti
 		return cur, fmt.Errorf("scale %d → %d: %w", cur, next, err)
 	}
 	if next > cur {
-		c.tracker.ScaledUp(x.key, next-cur, now)
+		// max_growth_rate counts the decided size's growth (apply), not
+		// this part of it.
 		c.grown[x.key] = grown{replicas: next, base: d.ResourceVersion}
 	}
 	return next, nil

@@ -120,13 +120,14 @@ func (c *Controller) applyAll(ctx context.Context, ds []decided, shares []int, n
 	})
 	clear(c.waiting)
 	var errs []error
-	keep := false
+	need := 0
 	for _, up := range []bool{true, false} {
 		if !up {
 			// A pool's own pods above its decision stay for a later
 			// claim only in room no pool's growth waits for, and while
-			// the namespace is within its budget (own.go).
-			keep = len(c.waiting) == 0 && free.pods >= 0 && free.milliCPU >= 0 && free.memory >= 0
+			// the namespace is within its budget (own.go): need is how
+			// many of them go.
+			need = c.shedNeed(free)
 		}
 		for _, i := range order {
 			x, cur, target := ds[i], ds[i].size(), shares[i]
@@ -145,10 +146,26 @@ func (c *Controller) applyAll(ctx context.Context, ds []decided, shares []int, n
 				}
 				target = next
 			}
-			if err := c.apply(ctx, x, target, keep, now); err != nil {
+			if err := c.apply(ctx, x, target, &need, now); err != nil {
 				errs = append(errs, fmt.Errorf("pool %s: %w", x.d.Name, err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// shedNeed is how many pods kept above their pools' decisions must go
+// after the growths of a decision (free is the room they left): the pods
+// growths wait for, and those by which the namespace is over its budget
+// (all of them when it is over in CPU or memory, which a pod count does
+// not measure).
+func (c *Controller) shedNeed(free room) int {
+	if free.milliCPU < 0 || free.memory < 0 {
+		return math.MaxInt
+	}
+	n := int(max(-free.pods, 0))
+	for _, w := range c.waiting {
+		n += w
+	}
+	return n
 }

@@ -279,7 +279,11 @@ func stripManagedFields(obj any) (any, error) {
 		a.SetManagedFields(nil)
 	}
 	if rs, ok := obj.(*appsv1.ReplicaSet); ok {
+		// The Deployment controller copies the Deployment's annotations
+		// onto its ReplicaSets, the demand profile (kilobytes) and the
+		// status among them: only the revision is read.
 		rs.Spec.Template = corev1.PodTemplateSpec{}
+		rs.Annotations = map[string]string{revisionAnnotation: rs.Annotations[revisionAnnotation]}
 	}
 	return obj, nil
 }
@@ -332,6 +336,23 @@ func (c *Controller) next(ctx context.Context) bool {
 	c.queue.Forget(key)
 	c.queue.AddAfter(key, c.cfg.Resync)
 	return true
+}
+
+// survey is pool d (key) as its pods (pods) and ReplicaSets (rsets) show it
+// under the active period per: the decided fields are left to the caller.
+func (c *Controller) survey(d *appsv1.Deployment, key string, pods []*corev1.Pod, rsets []*appsv1.ReplicaSet, per sizing.Period, now time.Time) decided {
+	x := decided{d: d, key: key, pods: sortPods(pods), per: per,
+		floor: min(max(per.IdleCount, per.Min), per.Max), rs: currentRS(d, rsets)}
+	var hash string
+	if x.rs != nil {
+		hash = x.rs.Labels[poolapi.LabelTemplateHash]
+	}
+	rsList, own := splitOwn(pods, d, hash)
+	x.rsPods, x.own = sortPods(rsList), own
+	if len(c.expect[key]) > 0 {
+		x.exp = c.expected(key, podNames(pods), now)
+	}
+	return x
 }
 
 // podNames is the set of pods' names.
@@ -435,20 +456,12 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		}
 		delete(c.invalid, key)
 		c.m.policyValid.WithLabelValues(d.Namespace, d.Name).Set(1)
-		pp := sortPods(byPool[d.Name])
-		obs := pp.observation(c.tracker, key, c.started, now)
 		_, per := pol.Active(now)
-		x := decided{d: d, key: key, pods: pp, per: per, start: obs.PodStart, perNode: perNode,
-			floor: min(max(per.IdleCount, per.Min), per.Max), rs: currentRS(d, rsets[d.UID])}
-		var hash string
-		if x.rs != nil {
-			hash = x.rs.Labels[poolapi.LabelTemplateHash]
-		}
-		rsList, own := splitOwn(byPool[d.Name], d, hash)
-		x.rsPods, x.own = sortPods(rsList), own
-		if len(c.expect[key]) > 0 {
-			x.exp = c.expected(key, podNames(byPool[d.Name]), now)
-		}
+		x := c.survey(d, key, byPool[d.Name], rsets[d.UID], per, now)
+		x.perNode = perNode
+		obs := x.pods.observation(c.tracker, key, c.started, now)
+		obs.Size = c.reportedSize(x)
+		x.start = obs.PodStart
 		dec := sizing.Decide(pol, obs, now)
 		dm := c.dampers[key]
 		if dm == nil {
@@ -459,7 +472,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			dm.Reset()
 			dm.text, dm.period = text, dec.Period
 		}
-		if n, held := dm.Damp(now, dec.Idle, x.size(), len(pp.idle), append(slices.Clone(obs.Claims), obs.ColdStarts...)); held {
+		if n, held := dm.Damp(now, dec.Idle, obs.Size, len(x.pods.idle), append(slices.Clone(obs.Claims), obs.ColdStarts...)); held {
 			dec.Idle = n
 			dec.Message += fmt.Sprintf("; held at %d: no shrink while a burst outruns the idle pods (panic, until %s after it)", n, sizing.StableWindow)
 		}

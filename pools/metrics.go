@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		scaleChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warmpod_pool_scale_changes_total",
 			Help: "Changes of the pool's decided size by the controller, by direction (up, down) and reason."}, append(pool, "direction", "reason")),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warmpod_pools_api_errors_total",
-			Help: "Failed writes to the API server, by operation (scale, retire, status, profile, discover)."}, []string{"operation"}),
+			Help: "Failed writes to the API server, by operation (scale, retire, create, delete, release, status, profile, discover)."}, []string{"operation"}),
 		claimWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "warmpod_pool_claim_wait_seconds",
 			Help:    "From a driver's first look for a pod to a Ready pod it holds, by kind (warm, cold).",
 			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}}, append(pool, "kind")),

@@ -2,6 +2,7 @@ package pools
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -50,6 +51,10 @@ type ownPods struct {
 	// stale are idle, starting and pending pods of an older template: no
 	// driver claims them warm (their pod-template-hash is not the pool's).
 	stale []*corev1.Pod
+	// claimed are its pods claimed without the claim releasing them (a
+	// driver older than decision 0010): the controller releases them, or
+	// the pool's removal would delete a running job's pod with it.
+	claimed []*corev1.Pod
 }
 
 // splitOwn divides pods (one pool's) into those of its ReplicaSets and
@@ -63,6 +68,8 @@ func splitOwn(pods []*corev1.Pod, d *appsv1.Deployment, hash string) (rs []*core
 			continue
 		}
 		switch pool.StateOf(p) {
+		case poolapi.PodBusy:
+			own.claimed = append(own.claimed, p)
 		case poolapi.PodIdle, poolapi.PodStarting, poolapi.PodPending:
 			if hash != "" && p.Labels[poolapi.LabelTemplateHash] != hash {
 				own.stale = append(own.stale, p)
@@ -180,6 +187,9 @@ func (c *Controller) makePods(ctx context.Context, x decided, n int, now time.Ti
 		p, err := c.cs.CoreV1().Pods(x.d.Namespace).Create(ctx, podFor(x.d, x.rs), metav1.CreateOptions{})
 		if err != nil {
 			c.m.errors.WithLabelValues("create").Inc()
+			// A quota or an admission policy that refuses the pod: said
+			// on the pool, as a ReplicaSet's FailedCreate would be.
+			c.rec.Eventf(x.d, corev1.EventTypeWarning, EventScaleFailed, "creating a pod above the floor: %v", err)
 			return made, fmt.Errorf("creating a pod: %w", err)
 		}
 		if c.expect[x.key] == nil {
@@ -192,39 +202,47 @@ func (c *Controller) makePods(ctx context.Context, x decided, n int, now time.Ti
 }
 
 // shed removes up to n of pool x's own pods above its decision, in the
-// ReplicaSet's removal order (retireOrder). With keep, a pod not Ready yet
-// or Ready for less than sizing.MaxKeepAlive stays for a later claim. It
-// returns how many were deleted, and how many of those keep would have
-// kept: the budget needed their room. Errors: the API server's, other
-// than a conflict (claimed meanwhile) or a pod gone.
-func (c *Controller) shed(ctx context.Context, x decided, n int, keep bool, now time.Time) (gone, forBudget int, err error) {
+// ReplicaSet's removal order (retireOrder). A pod keptFor a later claim
+// stays, unless the period's idle_time is 0 (which keeps nothing for
+// demand) or *need, the pods other pools' growth waits for, is above 0:
+// each such pod deleted takes one off it. It returns how many were
+// deleted. Errors: the API server's, other than a conflict (claimed
+// meanwhile) or a pod gone.
+func (c *Controller) shed(ctx context.Context, x decided, n int, need *int, now time.Time) (int, error) {
+	gone := 0
 	for _, p := range retireOrder(sortPods(x.own.standing), x.perNode) {
 		if gone >= n {
 			break
 		}
-		kept := c.keptFor(p, now)
-		if keep && kept {
+		kept := x.per.IdleTime > 0 && c.keptFor(p, now)
+		if kept && *need <= 0 {
 			continue
 		}
 		ok, err := c.deletePod(ctx, p)
 		if err != nil {
-			return gone, forBudget, err
+			return gone, err
 		}
 		if ok {
 			gone++
 			if kept {
-				forBudget++
+				*need--
 			}
 		}
 	}
-	return gone, forBudget, nil
+	return gone, nil
 }
 
 // keptFor tells whether p, above its pool's decision, is kept for a
-// later claim: not Ready yet, or Ready for less than sizing.MaxKeepAlive.
+// later claim: Ready for less than sizing.MaxKeepAlive, or not Ready yet
+// and made less than sizing.MaxPodStart ago. A pod that does not become
+// Ready (unschedulable, its image not pulled, its probe failing) is not
+// kept: it holds a node's requests for nothing.
 func (c *Controller) keptFor(p *corev1.Pod, now time.Time) bool {
 	ready, at := readyAt(p)
-	return !ready || now.Sub(c.tracker.of(at)) < sizing.MaxKeepAlive
+	if !ready {
+		return now.Sub(c.tracker.of(p.CreationTimestamp.Time)) < sizing.MaxPodStart
+	}
+	return now.Sub(c.tracker.of(at)) < sizing.MaxKeepAlive
 }
 
 // dropStale deletes the pool's own pods of an older template.
@@ -233,6 +251,22 @@ func (c *Controller) dropStale(ctx context.Context, x decided) error {
 	for _, p := range x.own.stale {
 		if _, err := c.deletePod(ctx, p); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// release takes the Deployment's ownership off claimed pods, under each
+// pod's resourceVersion (a conflict is left to the next decision).
+// Errors: the API server's others.
+func (c *Controller) release(ctx context.Context, claimed []*corev1.Pod) error {
+	var errs []error
+	for _, p := range claimed {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": p.ResourceVersion, "ownerReferences": nil}})
+		_, err := c.cs.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			c.m.errors.WithLabelValues("release").Inc()
+			errs = append(errs, fmt.Errorf("releasing pod %s: %w", p.Name, err))
 		}
 	}
 	return errors.Join(errs...)

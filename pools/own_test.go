@@ -71,6 +71,7 @@ func TestPodsAboveTheFloorAreTheControllers(t *testing.T) {
 	claimed.Labels[poolapi.LabelState] = poolapi.StateClaimed
 	claimed.Annotations = map[string]string{poolapi.AnnotationClaimedAt: now.UTC().Format(time.RFC3339Nano), poolapi.AnnotationClaimWait: "1"}
 	claimed.OwnerReferences = nil
+	claimed.ResourceVersion = h.api.nextRV()
 	_, err := h.api.CoreV1().Pods(ns).Update(context.Background(), claimed, metav1.UpdateOptions{})
 	require.NoError(t, err)
 	h.settle(t)
@@ -127,7 +128,7 @@ func TestKeptPodsGoForAnotherPoolsGrowth(t *testing.T) {
 	}
 	h := newHarness(t, now, sizing.Budget{Pods: 3}, objs...)
 	require.NoError(t, h.c.Reconcile(context.Background()))
-	assert.Empty(t, h.api.own(t, quiet), "the kept pods are deleted: busy waits for their room")
+	assert.Len(t, h.api.own(t, quiet), 1, "as many kept pods are deleted as busy waits for")
 	assert.Equal(t, 0, h.api.Writes("create/pods"), "busy grows once they are gone")
 	h.settle(t)
 	require.NoError(t, h.c.Reconcile(context.Background()))
@@ -194,4 +195,101 @@ func TestAReplicaSetAboveTheFloorGivesItsPodsUp(t *testing.T) {
 	require.NoError(t, h.c.Reconcile(context.Background()))
 	assert.Equal(t, 1, h.api.replicasOf(t, "alpine"), "back to the floor, by retire marks")
 	assert.Equal(t, 0, h.api.Writes("create/pods"))
+}
+
+// A floor that rises under the controller's own pods (a period starts
+// after a pre-warm) is held by them: the ReplicaSet grows only by what they
+// do not hold, and takes the floor over as they are claimed.
+func TestARisingFloorCountsTheOwnPods(t *testing.T) {
+	now := monday9
+	d := poolDeployment("alpine", "- idle_count: 2\n  idle_time: 10m", 0)
+	objs := []k8sruntime.Object{d}
+	for i := range 2 {
+		objs = append(objs, ownPod(d, fmt.Sprintf("own-%d", i), "h-alpine", true, now.Add(-10*time.Minute)))
+	}
+	h := newHarness(t, now, sizing.Budget{}, objs...)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 0, h.api.replicasOf(t, "alpine"), "the own pods hold the floor")
+	assert.Equal(t, 0, h.api.Writes("create/pods")+h.api.Writes("delete/pods"))
+
+	// One is claimed (and released by the claim): the ReplicaSet takes
+	// its place in the floor, and no pod of the controller's is made.
+	p, err := h.api.CoreV1().Pods(ns).Get(context.Background(), "own-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	p.Labels[poolapi.LabelState] = poolapi.StateClaimed
+	p.OwnerReferences = nil
+	p.ResourceVersion = h.api.nextRV() // as the API server does: settle waits for it
+	_, err = h.api.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	h.settle(t)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 1, h.api.replicasOf(t, "alpine"))
+	assert.Equal(t, 0, h.api.Writes("create/pods"))
+}
+
+// An own pod above the decision that does not become Ready (unschedulable,
+// its image not pulled) is kept no longer than sizing.MaxPodStart.
+func TestAPodThatIsNeverReadyIsNotKept(t *testing.T) {
+	now := monday9
+	d := poolDeployment("alpine", "- idle_count: 0\n  idle_time: 10m", 0)
+	stuck := ownPod(d, "stuck", "h-alpine", false, now.Add(-time.Minute))
+	stuck.Status.Phase = corev1.PodPending
+	h := newHarness(t, now, sizing.Budget{}, d, stuck)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 0, h.api.Writes("delete/pods"), "made a minute ago: it may still start")
+	h.clock.Step(sizing.MaxPodStart)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, 1, h.api.Writes("delete/pods"))
+}
+
+// A claim of an own pod does not count as growth when the next decision
+// refills it: max_growth_rate limits the decided size, not the refills.
+func TestARefillIsNoGrowth(t *testing.T) {
+	now := monday9
+	d := poolDeployment("alpine", "- idle_count: 0\n  idle_time: 10m\n  max_growth_rate: 2", 0)
+	objs := []k8sruntime.Object{d}
+	for i := range 4 {
+		objs = append(objs, claimedPod("alpine", fmt.Sprintf("job-%d", i), now.Add(-time.Duration(i)*time.Second)))
+	}
+	h := newHarness(t, now, sizing.Budget{}, objs...)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	require.Equal(t, 2, h.api.size(t, "alpine"), "growth limited to 2 a minute")
+	h.settle(t)
+	h.clock.Step(2 * time.Minute)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	require.Equal(t, 4, h.api.size(t, "alpine"))
+	h.events()
+	// Two of its pods are claimed within a second: demand stays 4 (the
+	// claims of two minutes ago are in the same idle_time), and the two
+	// refills are no growth.
+	h.settle(t)
+	for _, p := range h.api.own(t, d)[:2] {
+		p.Labels[poolapi.LabelState] = poolapi.StateClaimed
+		p.OwnerReferences = nil
+		p.ResourceVersion = h.api.nextRV()
+		p.Annotations = map[string]string{poolapi.AnnotationClaimedAt: h.clock.Now().UTC().Format(time.RFC3339Nano), poolapi.AnnotationClaimWait: "1"}
+		_, err := h.api.CoreV1().Pods(ns).Update(context.Background(), &p, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+	h.settle(t)
+	before := h.api.Writes("create/pods")
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	assert.Equal(t, before+2, h.api.Writes("create/pods"), "both refilled at once")
+	for _, e := range h.events() {
+		assert.NotContains(t, e, "growth_limit")
+	}
+}
+
+// A claimed pod of the controller's that a driver older than decision
+// 0010 left owned by the Deployment is released by the controller.
+func TestAnOlderDriversClaimIsReleased(t *testing.T) {
+	now := monday9
+	d := poolDeployment("alpine", "- idle_count: 0\n  idle_time: 0s", 0)
+	p := ownPod(d, "old-claim", "h-alpine", true, now.Add(-time.Minute))
+	p.Labels[poolapi.LabelState] = poolapi.StateClaimed
+	h := newHarness(t, now, sizing.Budget{}, d, p)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	got, err := h.api.CoreV1().Pods(ns).Get(context.Background(), "old-claim", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, got.OwnerReferences)
 }

@@ -60,9 +60,15 @@ type Observation struct {
 	// even when its time is no longer in Claims; zero = none known.
 	LastClaim time.Time
 	// ScaledUpLastMinute is how many pods the controller added to the pool's
-	// size (the sum of its increases of replicas) in the minute before now,
-	// for max_growth_rate.
+	// size (the sum of its increases of the decided size) in the minute
+	// before now, for max_growth_rate.
 	ScaledUpLastMinute int
+	// Size is the pool's size as last decided, from which max_growth_rate
+	// counts growth (0: Idle + Starting + Pending). A pool whose claimed
+	// pods are not replaced until the next decision (the pool controller's
+	// pods above the floor) has fewer pods than its size between a claim
+	// and the refill: the refill is no growth.
+	Size int
 	// Forecast is what the pool's learned Profile expects from now until one
 	// pod start ahead (Profile.Forecast); the zero Forecast when nothing is
 	// learned or expected.
@@ -182,6 +188,9 @@ func Decide(p Policy, obs Observation, now time.Time) Decision {
 		}
 	}
 	current := obs.Idle + obs.Starting + obs.Pending
+	if obs.Size > 0 {
+		current = obs.Size
+	}
 	d := Decision{Idle: t.IdleCount, Reason: ReasonPeriod, Period: idx, Terms: t}
 	var notes []string
 	if obs.Pending > 0 {
@@ -230,7 +239,7 @@ func Decide(p Policy, obs Observation, now time.Time) Decision {
 // sanitize reads negative counts as 0 so that no figure goes below zero.
 func sanitize(o Observation) Observation {
 	o.Idle, o.Starting, o.Pending, o.Busy = max(o.Idle, 0), max(o.Starting, 0), max(o.Pending, 0), max(o.Busy, 0)
-	o.ScaledUpLastMinute = max(o.ScaledUpLastMinute, 0)
+	o.ScaledUpLastMinute, o.Size = max(o.ScaledUpLastMinute, 0), max(o.Size, 0)
 	return o
 }
 

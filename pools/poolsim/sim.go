@@ -818,7 +818,7 @@ func (w *world) size(p *pool, n int) {
 			if pd.reserved != nil {
 				continue
 			}
-			if w.cfg.Unrefilled && w.room > 0 && w.keeps(p) && (!pd.ready || w.now.Sub(pd.readyAt) < w.cfg.SurplusIdle) {
+			if w.cfg.Unrefilled && w.room > 0 && w.keeps(p) && w.keptFor(pd) {
 				w.room-- // kept for a later claim, within the budget
 				continue
 			}
@@ -844,6 +844,16 @@ func (w *world) floor(p *pool) int {
 func (w *world) keeps(p *pool) bool {
 	_, per := p.policy.Active(w.now)
 	return per.IdleTime > 0
+}
+
+// keptFor tells whether pd, above its pool's decision, waits for a later
+// claim (Unrefilled): Ready for less than SurplusIdle, or not Ready yet and
+// made less than sizing.MaxPodStart ago (the controller's own rule).
+func (w *world) keptFor(pd *pod) bool {
+	if !pd.ready {
+		return w.now.Sub(pd.created) < sizing.MaxPodStart
+	}
+	return w.now.Sub(pd.readyAt) < w.cfg.SurplusIdle
 }
 
 // discover makes the pools Discovery finds due, and removes those it made
