@@ -228,7 +228,6 @@ func (c *Controller) setGauges(x decided, now time.Time) {
 	c.m.idle.WithLabelValues(ns, name).Set(float64(len(x.pods.idle)))
 	c.m.starting.WithLabelValues(ns, name).Set(float64(len(x.pods.starting) + len(x.pods.pending)))
 	c.m.busy.WithLabelValues(ns, name).Set(float64(x.pods.busy))
-	c.m.replicas.WithLabelValues(ns, name).Set(float64(x.size()))
 	c.m.desired.WithLabelValues(ns, name).Set(float64(x.dec.Idle))
 	c.m.podStart.WithLabelValues(ns, name).Set(x.start.Seconds())
 	n := 0

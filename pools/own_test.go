@@ -30,6 +30,20 @@ func ownPod(d *appsv1.Deployment, name, hash string, ready bool, created time.Ti
 	return p
 }
 
+// claim is a driver's claim of p now, as the fake API server stores it:
+// claimed, released from the Deployment, with the demand annotations and a
+// new resourceVersion (which settle waits for).
+func (h *harness) claim(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	c := p.DeepCopy()
+	c.Labels[poolapi.LabelState] = poolapi.StateClaimed
+	c.Annotations = map[string]string{poolapi.AnnotationClaimedAt: h.clock.Now().UTC().Format(time.RFC3339Nano), poolapi.AnnotationClaimWait: "1"}
+	c.OwnerReferences = nil
+	c.ResourceVersion = h.api.nextRV()
+	_, err := h.api.CoreV1().Pods(ns).Update(context.Background(), c, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
 // A pool whose floor is 0 grows by pods the controller makes: controlled
 // by the Deployment, of its template, with the current ReplicaSet's
 // pod-template-hash, so the drivers claim them as the ReplicaSet's; its
@@ -67,13 +81,7 @@ func TestPodsAboveTheFloorAreTheControllers(t *testing.T) {
 	h.settle(t)
 	h.clock.Step(time.Minute) // a claim in a window of its own: demand stays 3
 	now = h.clock.Now()
-	claimed := own[0].DeepCopy()
-	claimed.Labels[poolapi.LabelState] = poolapi.StateClaimed
-	claimed.Annotations = map[string]string{poolapi.AnnotationClaimedAt: now.UTC().Format(time.RFC3339Nano), poolapi.AnnotationClaimWait: "1"}
-	claimed.OwnerReferences = nil
-	claimed.ResourceVersion = h.api.nextRV()
-	_, err := h.api.CoreV1().Pods(ns).Update(context.Background(), claimed, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	h.claim(t, &own[0])
 	h.settle(t)
 	require.NoError(t, h.c.Reconcile(context.Background()))
 	assert.Equal(t, 4, h.api.Writes("create/pods"), "refilled to the decision")
@@ -216,11 +224,7 @@ func TestARisingFloorCountsTheOwnPods(t *testing.T) {
 	// its place in the floor, and no pod of the controller's is made.
 	p, err := h.api.CoreV1().Pods(ns).Get(context.Background(), "own-0", metav1.GetOptions{})
 	require.NoError(t, err)
-	p.Labels[poolapi.LabelState] = poolapi.StateClaimed
-	p.OwnerReferences = nil
-	p.ResourceVersion = h.api.nextRV() // as the API server does: settle waits for it
-	_, err = h.api.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	h.claim(t, p)
 	h.settle(t)
 	require.NoError(t, h.c.Reconcile(context.Background()))
 	assert.Equal(t, 1, h.api.replicasOf(t, "alpine"))
@@ -264,12 +268,7 @@ func TestARefillIsNoGrowth(t *testing.T) {
 	// refills are no growth.
 	h.settle(t)
 	for _, p := range h.api.own(t, d)[:2] {
-		p.Labels[poolapi.LabelState] = poolapi.StateClaimed
-		p.OwnerReferences = nil
-		p.ResourceVersion = h.api.nextRV()
-		p.Annotations = map[string]string{poolapi.AnnotationClaimedAt: h.clock.Now().UTC().Format(time.RFC3339Nano), poolapi.AnnotationClaimWait: "1"}
-		_, err := h.api.CoreV1().Pods(ns).Update(context.Background(), &p, metav1.UpdateOptions{})
-		require.NoError(t, err)
+		h.claim(t, &p)
 	}
 	h.settle(t)
 	before := h.api.Writes("create/pods")
