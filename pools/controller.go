@@ -111,7 +111,7 @@ type Controller struct {
 	queue               workqueue.TypedRateLimitingInterface[string]
 
 	// Owned by the worker goroutine.
-	invalid map[string]string // pool → the policy text reported invalid
+	invalid map[string]string // pool → the error reported (reportInvalid)
 	// revalidated: pool → the Deployment's resourceVersion on which its
 	// "valid again" status was written, while the cache may still show the
 	// "invalid" one (reported once, as the invalid text is).
@@ -449,9 +449,13 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			continue
 		}
 		present[key] = true
+		if err := namedAsItsPods(d); err != nil {
+			c.reportInvalid(ctx, d, key, err)
+			continue
+		}
 		pol, err := c.policy(key, text)
 		if err != nil {
-			c.reportInvalid(ctx, d, key, text, err)
+			c.reportInvalid(ctx, d, key, fmt.Errorf("%s is invalid: %w", poolapi.AnnotationPolicy, err))
 			continue
 		}
 		delete(c.invalid, key)
@@ -571,16 +575,29 @@ func (c *Controller) forgetGone(present map[string]bool) {
 	}
 }
 
-// reportInvalid reports a policy that does not parse, once per text: an
+// namedAsItsPods refuses a pool whose pod template's poolapi.LabelPool is
+// not its Deployment's name. The controller finds a pool's pods, claims and
+// cold starts by that label under the Deployment's name: the pods it made
+// for such a pool would never be seen, so every decision would make them
+// again (decision 0010), and its claims would never be counted.
+func namedAsItsPods(d *appsv1.Deployment) error {
+	if l := d.Spec.Template.Labels[poolapi.LabelPool]; l != d.Name {
+		return fmt.Errorf("its pod template's label %s=%q is not the Deployment's name %q: name the Deployment %q or set the label (and the selector's) to %q", poolapi.LabelPool, l, d.Name, l, d.Name)
+	}
+	return nil
+}
+
+// reportInvalid reports a pool the controller cannot size (a policy that
+// does not parse, a template not named as its pool), once per error: an
 // Event and a log line that name the pool and the field, and the status.
 // The pool's size is not touched.
-func (c *Controller) reportInvalid(ctx context.Context, d *appsv1.Deployment, key, text string, err error) {
+func (c *Controller) reportInvalid(ctx context.Context, d *appsv1.Deployment, key string, err error) {
 	c.m.policyValid.WithLabelValues(d.Namespace, d.Name).Set(0)
-	if c.invalid[key] == text {
+	if c.invalid[key] == err.Error() {
 		return
 	}
-	c.invalid[key] = text
-	msg := fmt.Sprintf("%s is invalid, the pool keeps its %d replicas: %v", poolapi.AnnotationPolicy, replicasOf(d), err)
+	c.invalid[key] = err.Error()
+	msg := fmt.Sprintf("%v; the pool keeps its %d replicas", err, replicasOf(d))
 	c.log.Error("invalid pool policy", "namespace", d.Namespace, "pool", d.Name, "err", err)
 	c.rec.Event(d, corev1.EventTypeWarning, EventInvalidPolicy, msg)
 	st := Status{Replicas: replicasOf(d), Reason: "invalid", Message: msg, DecidedAt: c.clock.Now().UTC()}

@@ -145,7 +145,8 @@ func TestInvalidPolicyKeepsThePoolsSize(t *testing.T) {
 			assert.Equal(t, 3, h.api.size(t, "bad"))
 			assert.Equal(t, 2, h.api.size(t, "good"), "the other pools go on")
 			ev := strings.Join(h.events(), "\n")
-			assert.Contains(t, ev, "Warning InvalidPolicy warmpod.dev/policy is invalid, the pool keeps its 3 replicas")
+			assert.Contains(t, ev, "Warning InvalidPolicy warmpod.dev/policy is invalid: ")
+			assert.Contains(t, ev, "; the pool keeps its 3 replicas")
 			assert.Contains(t, ev, tc.field)
 			assert.Equal(t, float64(0), testutil.ToFloat64(h.c.m.policyValid.WithLabelValues(ns, "bad")))
 			d, err := h.api.AppsV1().Deployments(ns).Get(context.Background(), "bad", metav1.GetOptions{})
@@ -157,6 +158,31 @@ func TestInvalidPolicyKeepsThePoolsSize(t *testing.T) {
 			assert.NotContains(t, strings.Join(h.events(), "\n"), "InvalidPolicy")
 		})
 	}
+}
+
+// A pool whose pod template is labelled with another pool's name: the
+// controller finds a pool's pods by that label under the Deployment's
+// name, so the pods it made for it would never be seen and every decision
+// would make them again. It is refused as an invalid policy is: an Event
+// naming both names, no pod made, its size kept (a helper's hostile
+// review found the pods piling up).
+func TestAPoolNotNamedAsItsPodsIsRefused(t *testing.T) {
+	d := poolDeployment("golang-pool", "- idle_count: 0\n  idle_time: 10m", 1)
+	d.Spec.Template.Labels[poolapi.LabelPool] = "golang"
+	at := monday9.Add(-time.Minute).Format(time.RFC3339Nano)
+	d.Annotations[poolapi.AnnotationSizing] = fmt.Sprintf(`{"replicas":3,"reason":"demand","demand":3,"demandAt":%q,"lastClaim":%q,"decidedAt":%q}`, at, at, at)
+	h := newHarness(t, monday9, sizing.Budget{Pods: 5}, d)
+	for range 4 {
+		require.NoError(t, h.c.Reconcile(context.Background()))
+		h.settle(t)
+		h.clock.Step(expectTTL + time.Second)
+	}
+	assert.Zero(t, h.api.Writes("create/pods"), "no pod made for a pool the controller cannot see")
+	assert.Equal(t, 1, h.api.size(t, "golang-pool"), "the pool keeps its replicas")
+	ev := strings.Join(h.events(), "\n")
+	assert.Equal(t, 1, strings.Count(ev, "Warning InvalidPolicy"), ev)
+	assert.Contains(t, ev, `its pod template's label warmpod.dev/pool="golang" is not the Deployment's name "golang-pool"`)
+	assert.Equal(t, float64(0), testutil.ToFloat64(h.c.m.policyValid.WithLabelValues(ns, "golang-pool")))
 }
 
 // A policy fixed while the pool's size is already right: the status no
