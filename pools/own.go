@@ -163,7 +163,14 @@ func podFor(d *appsv1.Deployment, rs *appsv1.ReplicaSet) *corev1.Pod {
 func (c *Controller) expected(key string, seen map[string]bool, now time.Time) int {
 	m := c.expect[key]
 	for name, at := range m {
-		if seen[name] || now.Sub(at) > expectTTL {
+		switch {
+		case seen[name]:
+			delete(m, name)
+		case now.Sub(at) > expectTTL:
+			// Deleted before the watch showed it, or a watch that lags
+			// by more than expectTTL: the next decision may make the pod
+			// again, so it is said.
+			c.log.Info("a pod made is not in the cache after expectTTL; no longer counted", "pool", key, "pod", name, "made", at, "ttl", expectTTL)
 			delete(m, name)
 		}
 	}
