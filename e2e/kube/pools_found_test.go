@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/warmpod/warmpod/executor/pool"
@@ -28,6 +29,7 @@ import (
 // image from busybox's Deployment, with a PoolFound Event, sizes it, and
 // the next job of that image claims one of its pods warm. `warmpod-pools
 // status`, run in the controller's pod as the chart's NOTES say, shows it.
+// The pool then removed while that job runs leaves the job's pod alone.
 func TestPoolsFoundFromTheJobs(t *testing.T) {
 	ns := newNamespace(t, "found", true)
 	ctx := context.Background()
@@ -103,7 +105,12 @@ func TestPoolsFoundFromTheJobs(t *testing.T) {
 		return pod != nil, "no Ready idle pod of " + p.Name + " yet"
 	})
 	assert.Equal(t, found, claimed.Pool)
-	require.NoError(t, cl.Delete(ctx, *claimed))
+	// The found pool's floor is 0: every pod of it is one the controller
+	// made (decision 0010), owned by the Deployment until a claim drops
+	// the owner; the running job's pod is no longer the pool's to take.
+	job, err := cl.CS.CoreV1().Pods(ns).Get(ctx, claimed.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, job.OwnerReferences, "a claimed pod the controller made keeps no owner")
 
 	// What the chart's NOTES tell a person to run: the view, from inside
 	// the controller's pod with its account.
@@ -116,4 +123,19 @@ func TestPoolsFoundFromTheJobs(t *testing.T) {
 	// (the proxy is not the controller's to use: from the pod's IP).
 	assert.NotContains(t, string(out), "not known")
 	assert.Regexp(t, `(?m)^  claims, last hour: 1 of 1 warm \(100 %\), wait p50 \d+\.\d\d s, p95 \d+\.\d\d s; last day: 1 of 1 warm`, string(out))
+
+	// The pool removed while its job runs (as the controller removes a
+	// found pool after IdleFor, or a person deletes it): the garbage
+	// collector takes the pool's idle pods and its ReplicaSet, not the
+	// job's pod. Foreground: the Deployment is gone once its dependents are.
+	fg := metav1.DeletePropagationForeground
+	require.NoError(t, cl.CS.AppsV1().Deployments(ns).Delete(ctx, found, metav1.DeleteOptions{PropagationPolicy: &fg}))
+	waitFor(t, 2*time.Minute, "the found pool's Deployment and its dependents gone", func() (bool, string) {
+		_, err := cl.CS.AppsV1().Deployments(ns).Get(ctx, found, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	job, err = cl.CS.CoreV1().Pods(ns).Get(ctx, claimed.Name, metav1.GetOptions{})
+	require.NoError(t, err, "the running job's pod outlives its pool")
+	assert.Nil(t, job.DeletionTimestamp, "the running job's pod is not being deleted")
+	require.NoError(t, cl.Delete(ctx, *claimed))
 }
