@@ -123,7 +123,8 @@ func (k *Cluster) AwaitResize(ctx context.Context, p poolapi.Pod, timeout time.D
 // annotations go back to idle, on the condition of its resourceVersion and
 // that it is still this claim's pod (its uid, claimed). Its ReplicaSet then
 // adopts it again and removes its surplus pod (the replacement it started
-// at the claim, while that is not Ready), and ClaimWarm takes it again as
+// at the claim, while that is not Ready), or, for a pod the pool controller
+// made, its owner is put back (unclaimPatch); ClaimWarm takes it again as
 // its resources are the pool's (hasOwnResources). It runs even when ctx
 // has ended, bounded by abandonTimeout. Errors: the API server's, or a pod
 // that is no longer this claim's; the caller deletes the pod then.
@@ -149,7 +150,7 @@ func (k *Cluster) giveBack(ctx context.Context, p poolapi.Pod) error {
 		if string(cur.UID) != p.UID || cur.Labels[poolapi.LabelState] != poolapi.StateClaimed || cur.DeletionTimestamp != nil {
 			return fmt.Errorf("pod %s is no longer this claim's", p.Name)
 		}
-		_, err = pods.Patch(ctx, p.Name, types.MergePatchType, unclaimPatch(cur.ResourceVersion), metav1.PatchOptions{})
+		_, err = pods.Patch(ctx, p.Name, types.MergePatchType, unclaimPatch(cur.ResourceVersion, r.Before), metav1.PatchOptions{})
 		if !apierrors.IsConflict(err) {
 			return err
 		}
@@ -183,15 +184,26 @@ func restoring(before, want corev1.ResourceRequirements) map[string]any {
 }
 
 // unclaimPatch is the merge patch that makes a claimed pod idle again, on
-// the condition that it is still at resourceVersion rv.
-func unclaimPatch(rv string) []byte {
+// the condition that it is still at resourceVersion rv; before is the pod
+// as it was before the claim.
+func unclaimPatch(rv string, before *corev1.Pod) []byte {
 	ann := poolapi.IdleDisruption()
 	ann[poolapi.AnnotationClaimedAt], ann[poolapi.AnnotationClaimWait] = nil, nil
-	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+	meta := map[string]any{
 		"resourceVersion": rv,
 		"labels":          map[string]any{poolapi.LabelState: poolapi.StateIdle, poolapi.LabelJob: nil, poolapi.LabelServer: nil, poolapi.LabelRunner: nil},
 		"annotations":     ann,
-	}})
+	}
+	if before != nil && MadeByController(before) {
+		// The claim dropped the pool controller's pod's owner (decision
+		// 0010). Idle again without one, it would match the ReplicaSet's
+		// selector with no controller: the ReplicaSet would adopt it, be
+		// one over its replicas and delete a pod of its choosing, a Ready
+		// idle one a driver may be claiming. Its owner back, it is the
+		// controller's again, and no ReplicaSet's.
+		meta["ownerReferences"] = before.OwnerReferences
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": meta})
 	return b
 }
 

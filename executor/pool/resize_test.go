@@ -2,6 +2,8 @@ package pool
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -160,17 +163,26 @@ func TestAwaitResize(t *testing.T) {
 func TestInfeasibleResizeGivesThePodBack(t *testing.T) {
 	q := resource.MustParse
 	fit := &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("64")}, Limits: corev1.ResourceList{"memory": q("256Mi")}}
+	yes := true
+	byController := []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "alpine", UID: "d-uid", Controller: &yes}}
 	for _, tc := range []struct {
-		reason string
-		err    error
+		name, reason string
+		err          error
+		// owners: the pod's before the claim; a pod the pool controller
+		// made (decision 0010) loses them at the claim and gets them back
+		// with the pod: idle without a controller, the ReplicaSet would
+		// adopt it and delete a pod of its choosing.
+		owners []metav1.OwnerReference
 	}{
-		{corev1.PodReasonInfeasible, ErrResizeInfeasible},
-		{corev1.PodReasonDeferred, ErrResizeNotApplied},
+		{corev1.PodReasonInfeasible, corev1.PodReasonInfeasible, ErrResizeInfeasible, nil},
+		{"Infeasible, made by the pool controller", corev1.PodReasonInfeasible, ErrResizeInfeasible, byController},
+		{corev1.PodReasonDeferred, corev1.PodReasonDeferred, ErrResizeNotApplied, nil},
 	} {
-		t.Run(tc.reason, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx := context.Background()
 				a := resizablePod("a")
+				a.OwnerReferences = tc.owners
 				p := Pool{Name: "alpine", Hash: "h", Container: "build", Bin: "/wp/warmpod",
 					Template: corev1.PodTemplateSpec{Spec: *a.Spec.DeepCopy()}}
 				cs, k := fakeAPI(a)
@@ -203,7 +215,18 @@ func TestInfeasibleResizeGivesThePodBack(t *testing.T) {
 				res := got.Spec.Containers[0].Resources
 				assert.Equal(t, corev1.ResourceList{"cpu": q("100m")}, res.Requests, "the cpu it had")
 				assert.Empty(t, res.Limits, "the memory limit the resize added removed")
-				assert.Equal(t, map[string]string{poolapi.LabelPool: "alpine", poolapi.LabelState: poolapi.StateIdle, poolapi.LabelConfig: "h"}, got.Labels, "idle, no owner")
+				assert.Equal(t, map[string]string{poolapi.LabelPool: "alpine", poolapi.LabelState: poolapi.StateIdle, poolapi.LabelConfig: "h"}, got.Labels, "idle, no job")
+				// The fake's merge patch keeps a field the patch sets to null
+				// (it decodes into the stored object): the patches tell.
+				claimPatch, unclaim := mergePatches(cs)[0], mergePatches(cs)[1]
+				assert.Equal(t, tc.owners != nil, strings.Contains(claimPatch, `"ownerReferences":null`), "claimed: no owner; %s", claimPatch)
+				var back struct {
+					Metadata struct {
+						OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+					} `json:"metadata"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(unclaim), &back))
+				assert.Equal(t, tc.owners, back.Metadata.OwnerReferences, "given back: the owner it had before the claim; %s", unclaim)
 				assert.Empty(t, got.Annotations[poolapi.AnnotationClaimedAt])
 				assert.Equal(t, "true", got.Annotations[poolapi.AnnotationSafeToEvict], "idle again: evictable")
 				assert.NotContains(t, got.Annotations, poolapi.AnnotationDoNotDisrupt)
@@ -215,4 +238,16 @@ func TestInfeasibleResizeGivesThePodBack(t *testing.T) {
 			})
 		})
 	}
+}
+
+// mergePatches are the fake API server's merge patches of pods (not of a
+// subresource), in order.
+func mergePatches(cs *fake.Clientset) []string {
+	var out []string
+	for _, a := range cs.Actions() {
+		if pa, ok := a.(k8stesting.PatchAction); ok && pa.GetSubresource() == "" && pa.GetPatchType() == types.MergePatchType {
+			out = append(out, string(pa.GetPatch()))
+		}
+	}
+	return out
 }
