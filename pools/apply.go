@@ -49,13 +49,19 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, need *int
 	rsWant := min(target, max(rsCur, min(target, x.floor)-own))
 	rsNext, floorErr := c.applyFloor(ctx, x, rsWant, now)
 	var makeErr error
-	noTemplate := false
+	unmade := false
 	switch want := target - rsWant; {
 	case own < want && x.rs == nil:
 		// A paused Deployment, or one whose new ReplicaSet the
 		// Deployment controller has not made yet: nothing to make the
 		// pods from. Not reported: the size is not set.
-		noTemplate = true
+		unmade = true
+	case own < want && now.Before(c.refused[x.key].until):
+		// A create refused lately (a quota, an admission policy): the
+		// next one waits for the pool's back-off, not for the next
+		// decision, which any pod event brings within Batch. Not
+		// reported: the size is not set.
+		unmade = true
 	case own < want:
 		var made int
 		made, makeErr = c.makePods(ctx, x, want-own, now)
@@ -72,7 +78,7 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, need *int
 	c.m.replicas.WithLabelValues(d.Namespace, d.Name).Set(float64(rsNext + own))
 	prev := c.reportedSize(x)
 	switch {
-	case floorErr != nil || makeErr != nil || noTemplate:
+	case floorErr != nil || makeErr != nil || unmade:
 		// Not reported: the next decision tries again.
 	case target != prev:
 		if target > prev {

@@ -129,6 +129,8 @@ type Controller struct {
 	// expect are the pods each pool's decisions created that the
 	// informer may not show yet, by name, with when (own.go).
 	expect map[string]map[string]time.Time
+	// refused is each pool's back-off after a refused create (own.go).
+	refused map[string]refusal
 	// reported is each pool's decided size as its last Event and status
 	// said (apply.go): a refill after a claim changes no size.
 	reported map[string]int
@@ -174,7 +176,7 @@ func New(cs kubernetes.Interface, cfg Config, log *slog.Logger, clk clock.WithTi
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = poolapi.LabelPool }))
 	c := &Controller{cs: cs, cfg: cfg, log: log, clock: clk, rec: rec, m: m, tracker: NewTracker(), factory: f, podFactory: pf,
 		invalid: map[string]string{}, revalidated: map[string]string{}, sized: map[string]bool{}, policies: map[string]parsedPolicy{},
-		grown: map[string]grown{}, waiting: map[string]int{}, expect: map[string]map[string]time.Time{}, reported: map[string]int{}, finder: sizing.NewFinder(cfg.Discovery), dampers: map[string]*damped{},
+		grown: map[string]grown{}, waiting: map[string]int{}, expect: map[string]map[string]time.Time{}, refused: map[string]refusal{}, reported: map[string]int{}, finder: sizing.NewFinder(cfg.Discovery), dampers: map[string]*damped{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 2*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pools", Clock: clk}),
@@ -557,6 +559,7 @@ func (c *Controller) forgetGone(present map[string]bool) {
 			delete(c.policies, key)
 			delete(c.grown, key)
 			delete(c.expect, key)
+			delete(c.refused, key)
 			delete(c.reported, key)
 			delete(c.dampers, key)
 			delete(c.revalidated, key)

@@ -43,6 +43,22 @@ import (
 // deleted before it was ever seen must not hold its pool's size forever.
 const expectTTL = time.Minute
 
+// Back-off of a pool's creates after one is refused: the first wait, and
+// the most, doubling in between (the controller's work queue backs off
+// from 500 ms to 2 min; the ReplicaSet controller's creates also wait for
+// its queue's back-off after a FailedCreate).
+const (
+	createBackoff    = time.Second
+	createBackoffMax = 2 * time.Minute
+)
+
+// refusal is a pool's back-off after a refused create: no create before
+// until; delay is the wait that set it.
+type refusal struct {
+	until time.Time
+	delay time.Duration
+}
+
 // ownPods are a pool's pods the controller made, by what they are to it.
 type ownPods struct {
 	// standing are idle, starting and pending pods of the current
@@ -181,7 +197,8 @@ func (c *Controller) expected(key string, seen map[string]bool, now time.Time) i
 }
 
 // makePods creates n pods of pool x above its floor. Errors: the API
-// server's; the pods made before it count.
+// server's; the pods made before it count. A refused create starts or
+// doubles the pool's back-off (refusal), during which apply makes none.
 func (c *Controller) makePods(ctx context.Context, x decided, n int, now time.Time) (int, error) {
 	// A refill after a claim is no growth: max_growth_rate counts the
 	// increases of the decided size (apply), as it counted a ReplicaSet's
@@ -193,6 +210,10 @@ func (c *Controller) makePods(ctx context.Context, x decided, n int, now time.Ti
 	for range n {
 		p, err := c.cs.CoreV1().Pods(x.d.Namespace).Create(ctx, podFor(x.d, x.rs), metav1.CreateOptions{})
 		if err != nil {
+			r := c.refused[x.key]
+			r.delay = min(max(2*r.delay, createBackoff), createBackoffMax)
+			r.until = now.Add(r.delay)
+			c.refused[x.key] = r
 			c.m.errors.WithLabelValues("create").Inc()
 			// A quota or an admission policy that refuses the pod: said
 			// on the pool, as a ReplicaSet's FailedCreate would be.
@@ -205,6 +226,7 @@ func (c *Controller) makePods(ctx context.Context, x decided, n int, now time.Ti
 		c.expect[x.key][p.Name] = now
 		made++
 	}
+	delete(c.refused, x.key)
 	return made, nil
 }
 

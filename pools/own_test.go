@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
@@ -291,4 +293,60 @@ func TestAnOlderDriversClaimIsReleased(t *testing.T) {
 	got, err := h.api.CoreV1().Pods(ns).Get(context.Background(), "old-claim", metav1.GetOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, got.OwnerReferences)
+}
+
+// A create the API server refuses (a quota, an admission policy) is not
+// sent again at each decision, which any pod event brings within Batch:
+// the pool waits createBackoff, doubling up to createBackoffMax, and one
+// create let through ends the wait. Each pool has its own back-off; the
+// size is not reported while pods are not made (a helper's hostile review
+// counted 50 refused creates for 5 pools in 10 decisions).
+func TestARefusedCreateBacksOff(t *testing.T) {
+	now := monday9
+	var objs []k8sruntime.Object
+	for i := range 5 {
+		d := poolDeployment(fmt.Sprintf("p%d", i), "- idle_count: 0\n  idle_time: 2h", 0)
+		objs = append(objs, d, claimedPod(d.Name, fmt.Sprintf("job-%d", i), now))
+	}
+	h := newHarness(t, now, sizing.Budget{}, objs...)
+	tries, refuse := 0, true
+	h.api.before = func(a k8stesting.Action) error {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "pods" {
+			tries++
+			if refuse {
+				return apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", fmt.Errorf("exceeded quota: pods"))
+			}
+		}
+		return nil
+	}
+	decide := func(n int, every time.Duration) {
+		for range n {
+			_ = h.c.Reconcile(context.Background()) // refused, or held back
+			h.clock.Step(every)
+		}
+	}
+	decide(5, 200*time.Millisecond) // 0 to 0.8 s: one refused create per pool
+	require.Equal(t, 5, tries)
+	decide(5, 200*time.Millisecond) // 1.0 s: the back-off of 1 s over; then 2 s
+	require.Equal(t, 10, tries)
+	decide(10, 200*time.Millisecond) // to 3.8 s: 3.0 s, then 4 s
+	require.Equal(t, 15, tries)
+	assert.Equal(t, createBackoffMax, func() time.Duration {
+		for range 8 {
+			h.clock.Step(createBackoffMax)
+			_ = h.c.Reconcile(context.Background())
+		}
+		return h.c.refused[ns+"/p0"].delay
+	}(), "at most createBackoffMax")
+	for _, e := range h.events() {
+		assert.NotContains(t, e, "ScaledBy", "no size reported while no pod is made")
+	}
+
+	refuse = false
+	h.clock.Step(createBackoffMax)
+	require.NoError(t, h.c.Reconcile(context.Background()))
+	for i := range 5 {
+		assert.Len(t, h.api.own(t, poolDeployment(fmt.Sprintf("p%d", i), "", 0)), 1, "made once let through")
+	}
+	assert.Empty(t, h.c.refused)
 }
