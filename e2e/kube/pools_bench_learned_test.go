@@ -75,8 +75,19 @@ type pbSim struct {
 	// idle pod-seconds in those windows, in wall seconds (the day's / 150).
 	jobs, warm int
 	idleSec    float64
+	// made: the pods created in those windows, pool pods and cold pods.
+	made int
 	// pipe, pipeWarm: the 30-job pipeline.
 	pipe, pipeWarm int
+	// parts: the same figures per part of the day (the trace's segments,
+	// in their order), so a disagreement with the cluster is placed.
+	parts []pbSimPart
+}
+
+// pbSimPart is the simulator's figures in one part of the day.
+type pbSimPart struct {
+	jobs, warm int
+	idleSec    float64
 }
 
 // pbSimConfig is the simulation of the bench's days from start: the
@@ -142,16 +153,32 @@ func pbSimDay(t *testing.T, tr pbTrace, profiles map[string]string, model poolsi
 	model.Apply(&cfg)
 	res, err := poolsim.Play(jobs, poolsim.Learned, cfg)
 	require.NoError(t, err)
-	var s pbSim
+	s := pbSim{parts: make([]pbSimPart, len(tr.segments))}
 	// The replayed windows: Monday 06:00 to Tuesday 06:00, and the weekend
-	// hour (the days between are not replayed).
-	windows := [][2]time.Time{{pbMonday, pbMonday.Add(pbWeekendAt * pbCompression)}, {pbSaturday, pbDayTime(tr.horizon)}}
+	// hour (the days between are not replayed). A bucket's replay second
+	// places it in a part: the parts' bounds are whole buckets (6 s of
+	// replay, 15 minutes of the day).
+	windows := []struct {
+		from, to time.Time
+		replay   time.Duration
+	}{{pbMonday, pbMonday.Add(pbWeekendAt * pbCompression), 0}, {pbSaturday, pbDayTime(tr.horizon), pbWeekendAt}}
 	for _, b := range res.Series {
 		for _, w := range windows {
-			if !b.At.Before(w[0]) && b.At.Before(w[1]) {
-				s.jobs += b.Warm + b.Cold
-				s.warm += b.Warm
-				s.idleSec += b.Idle * cfg.Bucket.Seconds() / pbCompression
+			if b.At.Before(w.from) || !b.At.Before(w.to) {
+				continue
+			}
+			idle := b.Idle * cfg.Bucket.Seconds() / pbCompression
+			s.jobs += b.Warm + b.Cold
+			s.warm += b.Warm
+			s.idleSec += idle
+			s.made += b.Made
+			at := w.replay + b.At.Sub(w.from)/pbCompression
+			for i, seg := range tr.segments {
+				if at >= seg.from && at < seg.to {
+					s.parts[i].jobs += b.Warm + b.Cold
+					s.parts[i].warm += b.Warm
+					s.parts[i].idleSec += idle
+				}
 			}
 		}
 	}
@@ -203,7 +230,25 @@ func pbWriteSimCheck(w func(string, ...any), t *testing.T, tr pbTrace, runs []*p
 		iid.warm, iid.jobs, 100*rate(iid), usual.warm, usual.jobs, 100*rate(usual))
 	ri := rel(check.idleSec, real.meter.total())
 	w("| idle pod-seconds (wall) | %.0f | %.0f | %+.1f %% | %s | %.0f | %.0f |\n", check.idleSec, real.meter.total(), 100*ri, agree(ri), iid.idleSec, usual.idleSec)
-	w("| the 30-job pipeline warm | %d/%d | %d/%d | | | %d/%d | %d/%d |\n\n", check.pipeWarm, check.pipe, rp.warm, rp.n, iid.pipeWarm, iid.pipe, usual.pipeWarm, usual.pipe)
+	w("| the 30-job pipeline warm | %d/%d | %d/%d | | | %d/%d | %d/%d |\n", check.pipeWarm, check.pipe, rp.warm, rp.n, iid.pipeWarm, iid.pipe, usual.pipeWarm, usual.pipe)
+	w("| pods created (pool pods and cold pods) | %d | %d | | | %d | %d |\n\n", check.made, real.meter.created, iid.made, usual.made)
+	pbWriteSimParts(w, tr, real, check)
+}
+
+// pbWriteSimParts places the check's figures in the parts of the day: the
+// simulator (this run's pod starts) beside the cluster, cold jobs / jobs
+// and idle pod-seconds, so a reader sees which hours disagree.
+func pbWriteSimParts(w func(string, ...any), tr pbTrace, real *pbRun, check pbSim) {
+	w("Per part of the day, the simulator (this run's pod starts) beside the cluster: cold jobs / jobs, idle pod-seconds.\n\n")
+	w("| part of the day (replay s) | simulator | cluster | idle pod-s, simulator − cluster |\n|---|---:|---:|---:|\n")
+	for i, seg := range tr.segments {
+		sp := check.parts[i]
+		st := pbStatsOf(real.results, func(x pbResult) bool { return x.job.at >= seg.from && x.job.at < seg.to })
+		ci := pbSum(real.meter.idleSec, i)
+		w("| %s (%.0f–%.0f) | %d/%d cold, %.0f pod-s | %d/%d cold, %.0f pod-s | %+.0f |\n", seg.name, seg.from.Seconds(), seg.to.Seconds(),
+			sp.jobs-sp.warm, sp.jobs, sp.idleSec, st.n-st.warm, st.n, ci, sp.idleSec-ci)
+	}
+	w("\n")
 }
 
 // pbProfileNote is what the log says of the learned mode's start.

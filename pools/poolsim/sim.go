@@ -205,6 +205,7 @@ type Sample struct {
 	At         time.Time
 	Warm, Cold int     // claims in the bucket
 	Idle, Busy float64 // mean Ready idle and busy pods
+	Made       int     // pods created in the bucket: pool pods and cold pods
 }
 
 // WarmRate is Warm/Jobs.
@@ -635,6 +636,7 @@ func (w *world) take(p *pool, pd *pod, j *Job, warm bool, end time.Time) {
 func (w *world) cold(j *Job, demand bool, waited time.Duration) {
 	w.countJob(j, false)
 	w.res.PodsMade++
+	w.res.Series[w.bucket()].Made++
 	start := w.podStart()
 	if w.cfg.PodStartPerStarting > 0 {
 		w.outReady = append(w.outReady, w.now.Add(start))
@@ -716,6 +718,7 @@ func (w *world) reconcileRS(p *pool) {
 		pd := &pod{id: w.nextPod, pool: p, created: w.now, readyAt: w.now.Add(start)}
 		p.rs = append(p.rs, pd)
 		w.res.PodsMade++
+		w.res.Series[w.bucket()].Made++
 		w.push(event{at: pd.readyAt, kind: evReady, pod: pd})
 	}
 }
