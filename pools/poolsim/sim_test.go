@@ -106,7 +106,9 @@ func TestTargets(t *testing.T) {
 	}
 }
 
-// A fixed pool of two never scales and makes one pod per job.
+// A fixed pool of two never scales and makes one pod per job, and one
+// for each pod that reached its idle deadline unclaimed (the chart's
+// --idle-timeout: through a night, a fixed pool's pods are made again).
 func TestFixedPoolsMakeOnePodPerJob(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Days = 3
@@ -122,7 +124,13 @@ func TestFixedPoolsMakeOnePodPerJob(t *testing.T) {
 			pools++
 		}
 	}
-	assert.Equal(t, len(jobs)+FixedSize*pools, r.PodsMade)
+	assert.Positive(t, r.SelfDeleted, "the nights are longer than the idle deadline")
+	assert.Equal(t, len(jobs)+FixedSize*pools+r.SelfDeleted, r.PodsMade)
+	cfg.IdleTimeout = 0
+	r, err = Play(jobs, Fixed, cfg)
+	require.NoError(t, err)
+	assert.Zero(t, r.SelfDeleted)
+	assert.Equal(t, len(jobs)+FixedSize*pools, r.PodsMade, "without an idle deadline")
 }
 
 // The series' means add up to the integrals: a night without events is

@@ -72,6 +72,9 @@ type played struct {
 	// sweep is pods made per job on today's path for each keep of
 	// keepSweep (the report's seed only).
 	sweep []float64
+	// noDeadline is the controller with nothing written, its pods without
+	// warmpod's idle deadline (Config.IdleTimeout 0; the report's seed).
+	noDeadline poolsim.Result
 }
 
 // keepSweep is how long a pod above the decision is kept, tried on the
@@ -89,7 +92,11 @@ func sweepKeep(p *played, cfg poolsim.Config) error {
 		}
 		p.sweep = append(p.sweep, float64(r.PodsMade)/float64(len(p.jobs)))
 	}
-	return nil
+	c := cfg
+	c.IdleTimeout = 0
+	r, err := poolsim.Play(p.jobs, poolsim.Learned, c)
+	p.noDeadline = r
+	return err
 }
 
 // refilledConfig is cfg on the claim path before decision 0010: every
@@ -257,6 +264,7 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 	})
 	row("scale-ups / scale-downs (all days)", func(r poolsim.Result) string { return fmt.Sprintf("%d / %d", r.ScaleUps, r.ScaleDowns) })
 	row("pool pods removed without a job (all days)", func(r poolsim.Result) string { return fmt.Sprint(r.Removed) })
+	row("pool pods that deleted themselves at their idle deadline (all days)", func(r poolsim.Result) string { return fmt.Sprint(r.SelfDeleted) })
 	row("pools found / removed", func(r poolsim.Result) string { return fmt.Sprintf("%d / %d", r.PoolsFound, r.PoolsRemoved) })
 	fmt.Fprintf(w, "\n## Targets (issue 41), the controller with nothing written\n\n| target | seed %d | |\n|---|---|---|\n", p.seed)
 	for _, t := range targets(p) {
@@ -297,6 +305,8 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 	fmt.Fprintf(w, "\n## How it is modelled\n\n")
 	fmt.Fprintf(w, "- The controller's figures are package `sizing`'s own: `Decide` (with the learned `Profile`'s forecast and the keep-alive), `Share` over the budget, `DefaultDiscovery`. Its decisions run %s after each claim and every %s, as `pools.Controller`'s (Batch, Resync).\n", cfg.Batch, cfg.Resync)
 	fmt.Fprintf(w, "- What the controller's Kubernetes side does is modelled: a pool's ReplicaSet makes its missing pods up to the written floor at once (a claimed pod leaves it); above the floor, a claimed pod takes its place in the pool's size with it and the controller's next decision makes another if it still wants it (decision 0010); a scale-down removes pods not Ready first, then the youngest, never one a driver waits for, and keeps a pod above the decision as `Config.Unrefilled` says. The budget's in-flight rule (`pools/budget.go`) is not.\n")
+	fmt.Fprintf(w, "- The pool pods' warmpod has the chart's `--idle-timeout=%s`: a pod Ready and unclaimed that long deletes itself, and its pool makes another while its size wants it (a fixed pool's, and a pod kept for a trickle, each half hour). On seed %d, the controller with nothing written: %d such pods; without the idle deadline it would make %.2f pods per job instead of %.2f.\n",
+		cfg.IdleTimeout, p.seed, p.result[poolsim.Learned].SelfDeleted, float64(p.noDeadline.PodsMade)/float64(len(p.jobs)), float64(p.result[poolsim.Learned].PodsMade)/float64(len(p.jobs)))
 	fmt.Fprintf(w, "- A driver claims a Ready idle pod at once, or the first that becomes Ready within its warm wait, else, after the warm wait, claims the pool's pod that has been starting the longest and waits until it is Ready (a cold start, but no pod made for it: `ClaimStarting`), else makes a cold pod (at once without a pool). A driver that waits reserves its pod: real drivers race for it, and the loser lists again.\n")
 	fmt.Fprintf(w, "- Idle pod-seconds count Ready unclaimed pool pods, as `make bench-pools` does; starting pods apart.\n")
 }
