@@ -34,7 +34,7 @@ func (c *Controller) apply(ctx context.Context, x decided, target int, need *int
 	}
 	c.setGauges(x, now)
 	// Pods of an older template first: their room is counted free.
-	errs := []error{c.unmarkStale(ctx, x.rsPods.retiring, now), c.dropStale(ctx, x), c.release(ctx, x.own.claimed)}
+	errs := []error{c.unmarkStale(ctx, x.rsPods.retiring, now), c.dropStale(ctx, x)}
 	rsCur := replicasOf(d)
 	own := len(x.own.standing) + x.exp
 	// The ReplicaSet grows to the written floor, by what the

@@ -443,9 +443,19 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		byPool[p.Labels[poolapi.LabelPool]] = append(byPool[p.Labels[poolapi.LabelPool]], p)
 	}
 	var ds []decided
+	var releaseErrs []error
 	present := map[string]bool{}
 	for _, d := range deps {
 		key := d.Namespace + "/" + d.Name
+		// A pod of the controller's that a driver older than decision
+		// 0010 claimed without dropping its owner is released whatever
+		// the pool's state: a pool being deleted, or one not sized (no
+		// policy, an invalid one), would take the running job's pod with
+		// it. The garbage collector's delete carries the resourceVersion
+		// it read, so a release that lands first wins.
+		if _, own := splitOwn(byPool[d.Name], d, ""); len(own.claimed) > 0 {
+			releaseErrs = append(releaseErrs, c.release(ctx, own.claimed))
+		}
 		text, has := d.Annotations[poolapi.AnnotationPolicy]
 		if !has || d.DeletionTimestamp != nil {
 			continue
@@ -499,7 +509,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		// Advice, like the status: saved at a later decision.
 		c.log.Warn("saving learned profiles failed", "err", perr)
 	}
-	return errors.Join(discoverErr, err)
+	return errors.Join(discoverErr, err, errors.Join(releaseErrs...))
 }
 
 // saveProfiles persists the learned profiles that changed, each

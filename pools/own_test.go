@@ -285,14 +285,32 @@ func TestARefillIsNoGrowth(t *testing.T) {
 // 0010 left owned by the Deployment is released by the controller.
 func TestAnOlderDriversClaimIsReleased(t *testing.T) {
 	now := monday9
-	d := poolDeployment("alpine", "- idle_count: 0\n  idle_time: 0s", 0)
-	p := ownPod(d, "old-claim", "h-alpine", true, now.Add(-time.Minute))
-	p.Labels[poolapi.LabelState] = poolapi.StateClaimed
-	h := newHarness(t, now, sizing.Budget{}, d, p)
-	require.NoError(t, h.c.Reconcile(context.Background()))
-	got, err := h.api.CoreV1().Pods(ns).Get(context.Background(), "old-claim", metav1.GetOptions{})
-	require.NoError(t, err)
-	assert.Empty(t, got.OwnerReferences)
+	for _, tc := range []struct {
+		name, policy string
+		deleting     bool
+	}{
+		{"sized", "- idle_count: 0\n  idle_time: 0s", false},
+		// Not sized: the release comes first all the same (a hostile
+		// review found these skipped).
+		{"no policy", "", false},
+		{"invalid policy", "- idle_count: -1", false},
+		{"being deleted", "- idle_count: 0", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := poolDeployment("alpine", tc.policy, 0)
+			if tc.deleting {
+				d.DeletionTimestamp = &metav1.Time{Time: now}
+				d.Finalizers = []string{"foregroundDeletion"}
+			}
+			p := ownPod(d, "old-claim", "h-alpine", true, now.Add(-time.Minute))
+			p.Labels[poolapi.LabelState] = poolapi.StateClaimed
+			h := newHarness(t, now, sizing.Budget{}, d, p)
+			require.NoError(t, h.c.Reconcile(context.Background()))
+			got, err := h.api.CoreV1().Pods(ns).Get(context.Background(), "old-claim", metav1.GetOptions{})
+			require.NoError(t, err)
+			assert.Empty(t, got.OwnerReferences)
+		})
+	}
 }
 
 // A create the API server refuses (a quota, an admission policy) is not
