@@ -414,6 +414,17 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		return err
 	}
 	slices.SortFunc(deps, func(a, b *appsv1.Deployment) int { return strings.Compare(a.Name, b.Name) })
+	// One pass over the pods' cache: a list by selector scans every pool
+	// pod of the namespace, so one per pool cost pools × pods per decision.
+	all, err := c.pods.Pods(c.cfg.Namespace).List(labels.Everything())
+	if err != nil {
+		return err
+	}
+	byPool := map[string][]*corev1.Pod{}
+	for _, p := range all {
+		byPool[p.Labels[poolapi.LabelPool]] = append(byPool[p.Labels[poolapi.LabelPool]], p)
+	}
+	releaseErr := c.releaseClaimed(ctx, deps, byPool)
 	var discoverErr error
 	if c.cfg.Discovery.After > 0 {
 		// A pool made now is sized from the next decision on, once the
@@ -430,32 +441,12 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			discoverErr = nil
 		}
 	}
-	// One pass over the pods' cache: a list by selector scans every pool
-	// pod of the namespace, so one per pool cost pools × pods per decision.
-	all, err := c.pods.Pods(c.cfg.Namespace).List(labels.Everything())
-	if err != nil {
-		return err
-	}
 	perNode := podsPerNode(all)
 	rsets := c.rsetsByOwner(c.cfg.Namespace)
-	byPool := map[string][]*corev1.Pod{}
-	for _, p := range all {
-		byPool[p.Labels[poolapi.LabelPool]] = append(byPool[p.Labels[poolapi.LabelPool]], p)
-	}
 	var ds []decided
-	var releaseErrs []error
 	present := map[string]bool{}
 	for _, d := range deps {
 		key := d.Namespace + "/" + d.Name
-		// A pod of the controller's that a driver older than decision
-		// 0010 claimed without dropping its owner is released whatever
-		// the pool's state: a pool being deleted, or one not sized (no
-		// policy, an invalid one), would take the running job's pod with
-		// it. The garbage collector's delete carries the resourceVersion
-		// it read, so a release that lands first wins.
-		if _, own := splitOwn(byPool[d.Name], d, ""); len(own.claimed) > 0 {
-			releaseErrs = append(releaseErrs, c.release(ctx, own.claimed))
-		}
 		text, has := d.Annotations[poolapi.AnnotationPolicy]
 		if !has || d.DeletionTimestamp != nil {
 			continue
@@ -509,7 +500,24 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		// Advice, like the status: saved at a later decision.
 		c.log.Warn("saving learned profiles failed", "err", perr)
 	}
-	return errors.Join(discoverErr, err, errors.Join(releaseErrs...))
+	return errors.Join(releaseErr, discoverErr, err)
+}
+
+// releaseClaimed releases the pods of the controller's that a driver older
+// than decision 0010 claimed without dropping their owner, in every pool
+// deps holds, before anything else of the decision: a pool about to be
+// removed (discover), being deleted, or not sized (no policy, an invalid
+// one) would take the running job's pod with it. A release that lands
+// before the garbage collector's delete wins it: that delete carries the
+// resourceVersion the collector read. Errors: release's, joined.
+func (c *Controller) releaseClaimed(ctx context.Context, deps []*appsv1.Deployment, byPool map[string][]*corev1.Pod) error {
+	var errs []error
+	for _, d := range deps {
+		if _, own := splitOwn(byPool[d.Name], d, ""); len(own.claimed) > 0 {
+			errs = append(errs, c.release(ctx, own.claimed))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // saveProfiles persists the learned profiles that changed, each

@@ -137,7 +137,14 @@ func TestAFoundPoolGivesWayToAWrittenOne(t *testing.T) {
 	h := newHarnessConfig(t, now, Config{Namespace: ns, Discovery: sizing.DefaultDiscovery()}, objs...)
 	require.NoError(t, h.c.Reconcile(ctx))
 	name := foundName("python:3.12")
-	_, err := h.api.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	found, err := h.api.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	// A job's pod of it that a driver older than decision 0010 claimed
+	// without dropping its owner: released before the pool goes, or the
+	// garbage collector would take it with the pool.
+	job := ownPod(found, "old-claim", "h", true, now)
+	job.Labels[poolapi.LabelState] = poolapi.StateClaimed
+	_, err = h.api.CoreV1().Pods(ns).Create(ctx, job, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = h.api.AppsV1().Deployments(ns).Create(ctx, basePoolNotDefault("python", "python:3.12"), metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -145,6 +152,9 @@ func TestAFoundPoolGivesWayToAWrittenOne(t *testing.T) {
 	require.NoError(t, h.c.Reconcile(ctx))
 	_, err = h.api.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	assert.Error(t, err, "removed")
+	got, err := h.api.CoreV1().Pods(ns).Get(ctx, "old-claim", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, got.OwnerReferences, "released before its pool was removed")
 	assert.Contains(t, strings.Join(h.events(), "\n"), "PoolRemoved removed: a pool written for python:3.12 runs its jobs now")
 }
 

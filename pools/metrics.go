@@ -34,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		desired:         g("desired_idle_pods", "The idle count the pool's policy asks for, before the namespace's budget."),
 		claimsPerMinute: g("claims_per_minute", "Jobs (warm claims and cold starts) of the pool in the last minute."),
 		podStart:        g("pod_start_seconds", "The measured start time of the pool's pods (median of the last 9), creation to Ready."),
-		policyValid:     g("policy_valid", "1 when the pool's warmpod.dev/policy parses, 0 when it does not (the pool keeps its size)."),
+		policyValid:     g("policy_valid", "1 when the pool's warmpod.dev/policy parses and its pod template's warmpod.dev/pool label is its name, 0 when not (the pool keeps its size)."),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warmpod_pool_claims_total",
 			Help: "Jobs that wanted a pod of the pool, by kind: warm (claimed an idle pod) or cold (no idle pod was Ready)."}, append(pool, "kind")),
 		scaleChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "warmpod_pool_scale_changes_total",

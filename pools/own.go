@@ -209,8 +209,16 @@ func (c *Controller) makePods(ctx context.Context, x decided, n int, now time.Ti
 	made := 0
 	for range n {
 		p, err := c.cs.CoreV1().Pods(x.d.Namespace).Create(ctx, podFor(x.d, x.rs), metav1.CreateOptions{})
+		if err != nil && ctx.Err() != nil {
+			// The decision ended (shutdown, leadership lost): nothing
+			// refused the pod.
+			return made, fmt.Errorf("creating a pod: %w", err)
+		}
 		if err != nil {
 			r := c.refused[x.key]
+			if now.Sub(r.until) > createBackoffMax {
+				r.delay = 0 // refused long ago: a new refusal starts over
+			}
 			r.delay = min(max(2*r.delay, createBackoff), createBackoffMax)
 			r.until = now.Add(r.delay)
 			c.refused[x.key] = r

@@ -315,8 +315,9 @@ func TestAnOlderDriversClaimIsReleased(t *testing.T) {
 
 // A create the API server refuses (a quota, an admission policy) is not
 // sent again at each decision, which any pod event brings within Batch:
-// the pool waits createBackoff, doubling up to createBackoffMax, and one
-// create let through ends the wait. Each pool has its own back-off; the
+// the pool waits createBackoff, doubling up to createBackoffMax (a refusal
+// long after the last wait starts over), and one create let through ends
+// the wait. Each pool has its own back-off; the
 // size is not reported while pods are not made (a helper's hostile review
 // counted 50 refused creates for 5 pools in 10 decisions).
 func TestARefusedCreateBacksOff(t *testing.T) {
@@ -359,6 +360,11 @@ func TestARefusedCreateBacksOff(t *testing.T) {
 	for _, e := range h.events() {
 		assert.NotContains(t, e, "ScaledBy", "no size reported while no pod is made")
 	}
+
+	// Refused again long after the last wait ended: it starts over.
+	h.clock.Step(2*createBackoffMax + time.Second)
+	_ = h.c.Reconcile(context.Background())
+	assert.Equal(t, createBackoff, h.c.refused[ns+"/p0"].delay, "a refusal long after the last starts over")
 
 	refuse = false
 	h.clock.Step(createBackoffMax)

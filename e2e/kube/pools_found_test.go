@@ -127,12 +127,25 @@ func TestPoolsFoundFromTheJobs(t *testing.T) {
 	// The pool removed while its job runs (as the controller removes a
 	// found pool after IdleFor, or a person deletes it): the garbage
 	// collector takes the pool's idle pods and its ReplicaSet, not the
-	// job's pod. Foreground: the Deployment is gone once its dependents are.
-	fg := metav1.DeletePropagationForeground
-	require.NoError(t, cl.CS.AppsV1().Deployments(ns).Delete(ctx, found, metav1.DeleteOptions{PropagationPolicy: &fg}))
-	waitFor(t, 2*time.Minute, "the found pool's Deployment and its dependents gone", func() (bool, string) {
-		_, err := cl.CS.AppsV1().Deployments(ns).Get(ctx, found, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	// job's pod. The controller's pods carry no blockOwnerDeletion, so the
+	// Deployment may go before them: the check waits for every other pod
+	// of the pool to be gone (deleted, not only terminating).
+	require.NoError(t, cl.CS.AppsV1().Deployments(ns).Delete(ctx, found, metav1.DeleteOptions{}))
+	waitFor(t, 3*time.Minute, "the found pool's Deployment and its other pods gone", func() (bool, string) {
+		if _, err := cl.CS.AppsV1().Deployments(ns).Get(ctx, found, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return false, fmt.Sprint("the Deployment: ", err)
+		}
+		pods, err := cl.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: poolapi.LabelPool + "=" + found})
+		if err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, p := range pods.Items {
+			if p.Name != claimed.Name {
+				left = append(left, p.Name)
+			}
+		}
+		return len(left) == 0, fmt.Sprint("pods left: ", left)
 	})
 	job, err = cl.CS.CoreV1().Pods(ns).Get(ctx, claimed.Name, metav1.GetOptions{})
 	require.NoError(t, err, "the running job's pod outlives its pool")
