@@ -739,12 +739,9 @@ func TestClaimReleasesTheControllersPod(t *testing.T) {
 			cs, k := fakeAPI(pod)
 			_, err := k.claim(context.Background(), pod, poolapi.Owner{Job: "1", Server: "s"}, 0)
 			require.NoError(t, err)
-			var patch string
-			for _, a := range cs.Actions() {
-				if pa, ok := a.(k8stesting.PatchAction); ok {
-					patch = string(pa.GetPatch())
-				}
-			}
+			ps := mergePatches(cs)
+			require.NotEmpty(t, ps)
+			patch := ps[len(ps)-1]
 			assert.Equal(t, tc.release, strings.Contains(patch, `"ownerReferences":null`), patch)
 		})
 	}

@@ -635,10 +635,7 @@ func (w *world) claim(p *pool, pd *pod, j *Job) {
 // pd leaves the ReplicaSet, which makes another, j is busy until end, and
 // a sized pool records the claim or the cold start as its demand.
 func (w *world) take(p *pool, pd *pod, j *Job, warm bool, end time.Time) {
-	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
-	if w.cfg.Unrefilled && p.sized && p.replicas > w.floor(p) {
-		p.replicas-- // the controller's pod takes its place with it
-	}
+	w.leave(p, pd)
 	w.countJob(j, warm)
 	w.busy++
 	w.push(event{at: end, kind: evEnd})
@@ -657,8 +654,7 @@ func (w *world) take(p *pool, pd *pod, j *Job, warm bool, end time.Time) {
 // cold makes a cold pod for j: demand on its pool when it has one.
 func (w *world) cold(j *Job, demand bool, waited time.Duration) {
 	w.countJob(j, false)
-	w.res.PodsMade++
-	w.res.Series[w.bucket()].Made++
+	w.made()
 	start := w.podStart()
 	if w.cfg.PodStartPerStarting > 0 {
 		w.outReady = append(w.outReady, w.now.Add(start))
@@ -711,12 +707,26 @@ func (w *world) idleDeadline(pd *pod) {
 	}
 	pd.gone = true
 	w.res.SelfDeleted++
+	w.leave(p, pd)
+	w.reconcileRS(p)
+	w.batch()
+}
+
+// leave takes pd (claimed, or gone at its idle deadline) out of p: out of
+// its ReplicaSet, which makes another; above the floor (Unrefilled), the
+// controller's pod takes its place in p's size with it, and the next
+// decision makes another if it still wants it.
+func (w *world) leave(p *pool, pd *pod) {
 	p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
 	if w.cfg.Unrefilled && p.sized && p.replicas > w.floor(p) {
 		p.replicas--
 	}
-	w.reconcileRS(p)
-	w.batch()
+}
+
+// made counts a pod created now, pool pod or cold pod.
+func (w *world) made() {
+	w.res.PodsMade++
+	w.res.Series[w.bucket()].Made++
 }
 
 // batch queues a decision Batch from now, as a pod event does.
@@ -762,8 +772,7 @@ func (w *world) reconcileRS(p *pool) {
 		start := w.podStart()
 		pd := &pod{id: w.nextPod, pool: p, created: w.now, readyAt: w.now.Add(start)}
 		p.rs = append(p.rs, pd)
-		w.res.PodsMade++
-		w.res.Series[w.bucket()].Made++
+		w.made()
 		w.push(event{at: pd.readyAt, kind: evReady, pod: pd})
 	}
 }
