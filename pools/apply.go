@@ -169,7 +169,7 @@ func (c *Controller) reportSize(ctx context.Context, x decided, prev, next, rsCu
 		msg += fmt.Sprintf("; %d above it kept for a later claim, each until Ready for %s", kept, sizing.MaxKeepAlive)
 	}
 	c.rec.Event(x.d, corev1.EventTypeNormal, eventReason(reason), msg)
-	c.log.Info("pool sized", "namespace", ns, "pool", name, "from", prev, "to", next, "replicas", rsNext, "reason", reason)
+	c.log.Info("pool sized", "namespace", ns, "pool", name, "from", prev, "to", next, "replicas", rsNext, "reason", reason, "message", msg)
 	st := Status{Replicas: next, Reason: reason, Message: msg, Desired: x.dec.Idle, Demand: x.dec.Terms.Demand,
 		DemandAt: demandAt(x.claims, x.dec.Terms.Demand), LastClaim: x.lastDem.UTC(), PodStart: x.start.Seconds(), DecidedAt: now.UTC()}
 	if err := c.writeStatus(ctx, x.d, st); err != nil {

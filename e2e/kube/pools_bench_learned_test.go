@@ -20,6 +20,7 @@ package kubee2e
 import (
 	"bufio"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -91,12 +92,24 @@ type pbSimPart struct {
 }
 
 // pbSimConfig is the simulation of the bench's days from start: the
-// controller's and the drivers' times of the replay on the day's clock.
+// simulator's default world (poolsim.DefaultConfig: the controller's claim
+// path of decision 0010, its pods kept sizing.MaxKeepAlive on its own
+// clock, the day's) with the controller's and the drivers' times of the
+// replay on the day's clock. The pool pods' --idle-timeout
+// (deploy/kube-e2e/pool.yaml, 2h) runs on the wall clock: 300 hours of
+// the day, past any replay.
 func pbSimConfig(start time.Time, days int) poolsim.Config {
-	return poolsim.Config{Start: start, Days: days, Budget: pbBudget.Pods,
-		WarmWait: pbWarmWait * pbCompression, Resync: pbResync * pbCompression, Batch: pools.DefaultBatch * pbCompression,
-		Seed: 1, Bucket: 15 * time.Minute, Pools: pbPoolNames(), PodStartScale: pbCompression}
+	cfg := poolsim.DefaultConfig()
+	cfg.Start, cfg.Days, cfg.From, cfg.Budget = start, days, 0, pbBudget.Pods
+	cfg.WarmWait, cfg.Resync, cfg.Batch = pbWarmWait*pbCompression, pbResync*pbCompression, pools.DefaultBatch*pbCompression
+	cfg.Seed, cfg.Bucket, cfg.Pools, cfg.WallScale = 1, 15*time.Minute, pbPoolNames(), pbCompression
+	cfg.IdleTimeout = pbPodIdleTimeout * pbCompression
+	return cfg
 }
+
+// pbPodIdleTimeout is the pool pods' --idle-timeout
+// (deploy/kube-e2e/pool.yaml), wall clock.
+const pbPodIdleTimeout = 2 * time.Hour
 
 // pbSimHistory plays bench/pools-history.csv through the simulator in its
 // Learned mode, with kube-e2e's usual pod starts, and returns the profiles
@@ -135,9 +148,11 @@ func pbSimHistory(t *testing.T) map[string]string {
 }
 
 // pbSimDay plays tr's day through the simulator from profiles, as the
-// learned mode's controller played it, with pod starts drawn from model
-// (wall clock; the zero model: kube-e2e's usual).
-func pbSimDay(t *testing.T, tr pbTrace, profiles map[string]string, model poolsim.StartModel) pbSim {
+// learned mode's controller played it, with pod starts drawn from starts
+// (wall clock; the zero model: kube-e2e's usual) and the drivers' cold
+// claims lagging as claims says (wall clock; the zero model: none). log,
+// when set, gets the simulator's story (poolsim.Config.Log).
+func pbSimDay(t *testing.T, tr pbTrace, profiles map[string]string, starts poolsim.StartModel, claims poolsim.ClaimModel, log *slog.Logger) pbSim {
 	t.Helper()
 	var jobs []poolsim.Job
 	for _, j := range tr.jobs {
@@ -150,7 +165,9 @@ func pbSimDay(t *testing.T, tr pbTrace, profiles map[string]string, model poolsi
 	monday := pbMonday.Truncate(24 * time.Hour)
 	cfg := pbSimConfig(monday, 7)
 	cfg.Profiles = profiles
-	model.Apply(&cfg)
+	starts.Apply(&cfg)
+	claims.Apply(&cfg)
+	cfg.Log = log
 	res, err := poolsim.Play(jobs, poolsim.Learned, cfg)
 	require.NoError(t, err)
 	s := pbSim{parts: make([]pbSimPart, len(tr.segments))}
@@ -188,6 +205,19 @@ func pbSimDay(t *testing.T, tr pbTrace, profiles map[string]string, model poolsi
 	return s
 }
 
+// pbClaimSamples are run's cold claims, for poolsim.FitClaims: due as the
+// job's warm wait ended after its arrival, claimed when its driver
+// claimed.
+func pbClaimSamples(run *pbRun) []poolsim.ClaimSample {
+	var out []poolsim.ClaimSample
+	for _, r := range run.results {
+		if !r.warm && r.err == nil && !r.coldClaim.IsZero() {
+			out = append(out, poolsim.ClaimSample{Due: run.t0.Add(r.job.at + pbWarmWait), Claimed: r.coldClaim})
+		}
+	}
+	return out
+}
+
 // pbWriteSimCheck sets the simulator's day beside the cluster's: played
 // with the pod starts the cluster showed in the learned mode (the check)
 // and with kube-e2e's usual ones (for reference).
@@ -200,9 +230,15 @@ func pbWriteSimCheck(w func(string, ...any), t *testing.T, tr pbTrace, runs []*p
 	}
 	median, p95 := pbPercentile(real.meter.started, 0.5), pbPercentile(real.meter.started, 0.95)
 	model := poolsim.FitStarts(real.meter.startSamples())
-	check := pbSimDay(t, tr, profiles, model)
-	iid := pbSimDay(t, tr, profiles, poolsim.StartModel{Median: median, P95: p95})
-	usual := pbSimDay(t, tr, profiles, poolsim.StartModel{})
+	claims := poolsim.FitClaims(pbClaimSamples(real))
+	simLog := filepath.Join(os.TempDir(), "warmpod-pools-bench-"+real.ns+"-sim.log")
+	lf, err := os.Create(simLog)
+	require.NoError(t, err)
+	defer lf.Close()
+	t.Logf("the simulator's check, its log: %s (beside the cluster's: %s and %s)", simLog, real.logFile, real.podLog)
+	check := pbSimDay(t, tr, profiles, model, claims, slog.New(slog.NewTextHandler(lf, nil)))
+	iid := pbSimDay(t, tr, profiles, poolsim.StartModel{Median: median, P95: p95}, claims, nil)
+	usual := pbSimDay(t, tr, profiles, poolsim.StartModel{}, poolsim.ClaimModel{}, nil)
 	all := func(pbResult) bool { return true }
 	pipe := func(x pbResult) bool { return x.job.inPipeline }
 	rs, rp := pbStatsOf(real.results, all), pbStatsOf(real.results, pipe)
@@ -222,8 +258,9 @@ func pbWriteSimCheck(w func(string, ...any), t *testing.T, tr pbTrace, runs []*p
 		return "**do not agree**"
 	}
 	rate := func(s pbSim) float64 { return float64(s.warm) / float64(max(s.jobs, 1)) }
-	w("The simulator (pools/poolsim: the controller's sizing code on a simulated clock) learned the pools' profiles from the week before ([`bench/pools-history.csv`](pools-history.csv), `poolstrace -history`); the cluster's controller started from those profiles (`%s` on each pool) and the same policy, with nothing written. The simulator then played this day from the same profiles three times. The check, within %.0f %% (relative) of the cluster's figures: pod starts as this cluster's, fitted to its %d pods of this mode (`poolsim.FitStarts`: %s for each pod starting when a pod is made, by least squares, plus a log-normal of what is left, p50 %s, p95 %s; scaled to the day's clock), since on kube-e2e's two cores pods made together start in turn. For reference: one log-normal of this mode's starts (create → Ready p50 %s, p95 %s), whatever the crowd; and kube-e2e's usual starts (3 s / 16 s).\n\n",
-		poolapi.AnnotationProfile, 100*pbSimAgree, model.Pods, pbSec(model.PerStarting), pbSec(model.Median), pbSec(model.P95), pbSec(median), pbSec(p95))
+	w("The simulator (pools/poolsim: the controller's sizing code on a simulated clock) learned the pools' profiles from the week before ([`bench/pools-history.csv`](pools-history.csv), `poolstrace -history`); the cluster's controller started from those profiles (`%s` on each pool) and the same policy, with nothing written. The simulator then played this day from the same profiles three times. The check, within %.0f %% (relative) of the cluster's figures: pod starts as this cluster's, fitted to its %d pods of this mode (`poolsim.FitStarts`: %s for each pod starting when a pod is made, by least squares, plus a log-normal of what is left, p50 %s, p95 %s; scaled to the day's clock), since on kube-e2e's two cores pods made together start in turn; and the drivers' cold claims as this cluster's, fitted to its %d cold claims of this mode (`poolsim.FitClaims`: %s after the warm wait plus %s for each other cold claim due and not made yet, by least squares; scaled to the day's clock), since drivers whose warm waits end together patch the same starting pods and claim in turn. For reference: one log-normal of this mode's starts (create → Ready p50 %s, p95 %s), whatever the crowd, with the same claims; and kube-e2e's usual starts (3 s / 16 s) with claims at once.\n\n",
+		poolapi.AnnotationProfile, 100*pbSimAgree, model.Pods, pbSec(model.PerStarting), pbSec(model.Median), pbSec(model.P95),
+		claims.Claims, pbSec(claims.Lag), pbSec(claims.PerPending), pbSec(median), pbSec(p95))
 	w("| | simulator, this run's pod starts | cluster | simulator / cluster − 1 | | simulator, one log-normal | simulator, usual pod starts |\n|---|---:|---:|---:|---|---:|---:|\n")
 	rr := rel(rate(check), rs.rate())
 	w("| warm-claim rate | %d/%d = %.1f %% | %d/%d = %.1f %% | %+.1f %% | %s | %d/%d = %.1f %% | %d/%d = %.1f %% |\n", check.warm, check.jobs, 100*rate(check), rs.warm, rs.n, 100*rs.rate(), 100*rr, agree(rr),

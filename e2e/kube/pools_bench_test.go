@@ -221,6 +221,9 @@ type pbResult struct {
 	starting   bool          // a cold job that took a starting pool pod (ClaimStarting)
 	late       time.Duration // the replay's own lateness starting the job
 	idleOnTime int           // Ready idle pods of the job's pool at its arrival
+	// coldClaim is when a cold job's driver claimed (its starting pool
+	// pod's AnnotationClaimedAt, or just before it made its cold pod).
+	coldClaim time.Time
 }
 
 func TestPoolsBench(t *testing.T) {
@@ -282,6 +285,7 @@ type pbRun struct {
 	apiErrs  map[string]float64            // operation → failed writes
 	statuses map[string]pools.Status
 	logFile  string
+	podLog   string // the meter's "pod gone" lines (pbMeter.log)
 	t0       time.Time
 	// sched is the policy changes the harness wrote (warmpod-pools), and
 	// schedLate how late each was written.
@@ -349,6 +353,15 @@ func pbPoolDeployment(t *testing.T, name string, replicas int32, policy string) 
 	}
 	c.VolumeMounts = mounts
 	c.ReadinessProbe, c.LivenessProbe = nil, nil
+	// The simulator's check plays the pods' idle deadline (pbSimConfig).
+	var deadline time.Duration
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--idle-timeout="); ok {
+			deadline, err = time.ParseDuration(v)
+			require.NoError(t, err, a)
+		}
+	}
+	require.Equal(t, pbPodIdleTimeout, deadline, "deploy/kube-e2e/pool.yaml's --idle-timeout, which pbPodIdleTimeout gives the simulator")
 	return &d
 }
 
@@ -408,7 +421,12 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace, profiles map
 	// The replay starts at t0; the watch and the controller before it.
 	t0 := time.Now().Add(5 * time.Second)
 	run.t0 = t0
-	run.meter = pbWatch(t, ctx, cs, ns, t0, tr)
+	run.podLog = filepath.Join(os.TempDir(), "warmpod-pools-bench-"+ns+"-pods.log")
+	pf, err := os.Create(run.podLog)
+	require.NoError(t, err)
+	defer pf.Close()
+	t.Logf("pool pods' log: %s", run.podLog)
+	run.meter = pbWatch(t, ctx, cs, ns, t0, tr, slog.New(slog.NewTextHandler(pf, nil)))
 	run.load = pbWatchLoad(ctx, cs, ns)
 	var stopController func()
 	if md.controller {
@@ -444,6 +462,11 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace, profiles map
 	run.meter.stop()
 	run.load.stop()
 	run.took = time.Since(t0)
+	for i, r := range results {
+		if r.starting {
+			results[i].coldClaim = run.meter.coldClaimOf(strconv.Itoa(r.job.id))
+		}
+	}
 	run.results = results
 	if stopController != nil {
 		stopController()
@@ -545,6 +568,7 @@ func pbClaimPath(ctx context.Context, rc *rest.Config, ns string, j pbJob, t0 ti
 			timeout = max(pbReadyTimeout-time.Since(coldAt), pbReadyTimeout/4)
 		}
 		if pod == nil {
+			r.coldClaim = time.Now()
 			cold, err := k.CreateCold(ctx, *p, owner, why, timeout)
 			if err != nil {
 				r.err = fmt.Errorf("cold pod: %w", err)
@@ -651,6 +675,13 @@ type pbMeter struct {
 	// deleted; millisecond resolution), for the simulator's start model.
 	samples map[types.UID]*poolsim.StartSample
 	halt    chan struct{}
+	// log gets a "pod gone" line when a pool pod leaves its pool, in
+	// the simulator's words (poolsim.Config.Log), on the day's clock.
+	log *slog.Logger
+	// coldClaims are the cold claims of starting pool pods
+	// (ClaimStarting) by job: when the driver claimed (its
+	// AnnotationClaimedAt), for the simulator's claim model.
+	coldClaims map[string]time.Time
 }
 
 type pbPodState struct {
@@ -659,11 +690,11 @@ type pbPodState struct {
 	live, readySeen, inside bool
 }
 
-func pbWatch(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, t0 time.Time, tr pbTrace) *pbMeter {
+func pbWatch(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, t0 time.Time, tr pbTrace, log *slog.Logger) *pbMeter {
 	t.Helper()
 	m := &pbMeter{from: t0, to: t0.Add(tr.horizon), segs: tr.segments, last: time.Now(), state: map[types.UID]pbPodState{},
 		idleSec: map[string][]float64{}, startSec: map[string][]float64{}, halt: make(chan struct{}),
-		samples: map[types.UID]*poolsim.StartSample{}}
+		samples: map[types.UID]*poolsim.StartSample{}, coldClaims: map[string]time.Time{}, log: log}
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	inf := f.Core().V1().Pods().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -721,6 +752,12 @@ func (m *pbMeter) observe(o any, deleted bool) {
 	if sample != nil && sample.Gone.IsZero() && (deleted || p.DeletionTimestamp != nil || terminal) {
 		sample.Gone = now
 	}
+	if (prev.idle || prev.starting) && !st.idle && !st.starting {
+		m.gone(p, prev.idle, deleted || p.DeletionTimestamp != nil || terminal, now)
+	}
+	if at, err := time.Parse(time.RFC3339Nano, p.Annotations[poolapi.AnnotationClaimedAt]); err == nil && p.Annotations[poolapi.AnnotationColdReason] != "" {
+		m.coldClaims[p.Labels[poolapi.LabelJob]] = at
+	}
 	m.state[p.UID] = st
 	if deleted {
 		delete(m.state, p.UID)
@@ -737,6 +774,32 @@ func (m *pbMeter) observe(o any, deleted bool) {
 	if now.After(m.from) && now.Before(m.to) {
 		m.maxIdle, m.maxPods = max(m.maxIdle, idle), max(m.maxPods, live)
 	}
+}
+
+// coldClaimOf is when job's driver claimed a starting pool pod (zero:
+// not seen).
+func (m *pbMeter) coldClaimOf(job string) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.coldClaims[job]
+}
+
+// gone logs pool pod p's leaving its pool now: claimed (Ready or
+// starting) or deleted, in poolsim.PodGone's words, its times on the
+// day's clock (pbDayTime). Called with mu held.
+func (m *pbMeter) gone(p *corev1.Pod, wasIdle, deleted bool, now time.Time) {
+	day := func(t time.Time) time.Time { return pbDayTime(t.Sub(m.from)) }
+	how, ready := poolsim.GoneClaimed, "-"
+	switch {
+	case deleted:
+		how = poolsim.GoneRemoved
+	case !wasIdle:
+		how = poolsim.GoneClaimedStarting
+	}
+	if ok, at := pbReadyAt(p); ok && wasIdle {
+		ready = day(at).Format(time.RFC3339)
+	}
+	m.log.Info("pod gone", "at", day(now), "pool", p.Labels[poolapi.LabelPool], "made", day(p.CreationTimestamp.Time).Format(time.RFC3339), "ready", ready, "how", string(how))
 }
 
 // startSamples are the watched pods' times, for poolsim.FitStarts.

@@ -3,6 +3,7 @@ package poolsim
 import (
 	"container/heap"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -95,12 +96,13 @@ type Config struct {
 	// Profiles seed the pools' profiles at Start (sizing.Profile.Marshal,
 	// by image), as a controller reads warmpod.dev/demand-profile.
 	Profiles map[string]string
-	// PodStartScale multiplies each pod start drawn (0: 1). make
-	// bench-pools replays a day compressed 150× whose pod starts are the
+	// WallScale multiplies each of the cluster's own times the world
+	// draws, pod starts and the cold claims' lags (0: 1). make bench-pools
+	// replays a day compressed 150× whose pod starts and API calls are the
 	// cluster's, not compressed: on the day's clock they are 150× longer.
-	PodStartScale float64
+	WallScale float64
 	// PodStartPerStarting is what each pod already starting in the
-	// cluster adds to a new pod's start (before PodStartScale; 0: none):
+	// cluster adds to a new pod's start (before WallScale; 0: none):
 	// where the node's cores are the limit, tens of pods made at once
 	// start in turn, and a pod made into a crowd waits for it. make
 	// bench-pools fits it to the cluster's own starts (FitStarts).
@@ -126,6 +128,19 @@ type Config struct {
 	// while its size still wants it: the ReplicaSet at once, as for a
 	// claim. DefaultConfig: the chart's (ChartIdleTimeout).
 	IdleTimeout time.Duration
+	// Log, when set, gets what the simulated world did, on its clock (the
+	// "at" of each line), for a reader to set beside a cluster's logs: a
+	// "pool sized" line at each change of a pool's decided size, as
+	// warmpod-pools logs it, and a "pod gone" line when a pool pod leaves
+	// its pool (PodGone says how).
+	Log *slog.Logger
+	// ColdClaimLag and ColdClaimPerPending are the drivers' cold claims'
+	// delay after the warm wait (ClaimModel, before WallScale; 0: none):
+	// ColdClaimLag, plus ColdClaimPerPending for each other cold claim
+	// due and not made yet. make bench-pools fits them to the cluster's
+	// own claims (FitClaims); on a real clock they are milliseconds
+	// against pod starts of seconds, and DefaultConfig has none.
+	ColdClaimLag, ColdClaimPerPending time.Duration
 }
 
 // DefaultConfig is the simulation of issue 41: 15 days from a Monday, the
@@ -302,6 +317,9 @@ type world struct {
 	// PodStartPerStarting's count (pruned as it counts).
 	outReady []time.Time
 	room     int // surplus pods a shrink may still keep (Unrefilled)
+	// coldPending counts the cold claims due (a driver's warm wait
+	// ended) and not made yet (Config.ColdClaimPerPending).
+	coldPending int
 }
 
 // pool is a pool Deployment, its ReplicaSet's pods and the controller's
@@ -323,6 +341,7 @@ type pool struct {
 	known         time.Time
 	damper        sizing.Damper
 	period        int // the active period of the last decision
+	decided       int // the last decision's size, for Config.Log
 }
 
 type up struct {
@@ -355,6 +374,7 @@ const (
 	evEnd
 	evSnapshot // Result.Profiles, at Config.From
 	evIdle     // a pod's idle deadline (Config.IdleTimeout)
+	evColdDue  // a driver's warm wait ended: its cold claim comes after the claim model's lag
 )
 
 type event struct {
@@ -364,6 +384,8 @@ type event struct {
 	job  *Job
 	pod  *pod
 	busy *pool
+	// pending: an evCold that evColdDue counted in world.coldPending.
+	pending bool
 }
 
 type events []event
@@ -473,11 +495,21 @@ func (w *world) handle(e event) {
 		w.ready(e.pod)
 	case evIdle:
 		w.idleDeadline(e.pod)
+	case evColdDue:
+		lag := w.cfg.ColdClaimLag + time.Duration(w.coldPending)*w.cfg.ColdClaimPerPending
+		if w.cfg.WallScale > 0 {
+			lag = time.Duration(float64(lag) * w.cfg.WallScale)
+		}
+		w.coldPending++
+		w.push(event{at: w.now.Add(lag), kind: evCold, job: e.job, pending: true})
 	case evCold:
+		if e.pending {
+			w.coldPending--
+		}
 		if p := w.pools[e.job.Image]; p != nil && w.claimStarting(p, e.job) {
 			return
 		}
-		w.cold(e.job, w.pools[e.job.Image] != nil, w.cfg.WarmWait)
+		w.cold(e.job, w.pools[e.job.Image] != nil, w.now.Sub(e.job.At))
 	case evEnd:
 		w.busy--
 	case evSnapshot:
@@ -579,6 +611,10 @@ func (w *world) arrive(j *Job) {
 		soonest.reserved = j
 		return
 	}
+	if w.cfg.ColdClaimLag > 0 || w.cfg.ColdClaimPerPending > 0 {
+		w.push(event{at: w.now.Add(w.cfg.WarmWait), kind: evColdDue, job: j})
+		return
+	}
 	w.push(event{at: w.now.Add(w.cfg.WarmWait), kind: evCold, job: j})
 }
 
@@ -606,7 +642,7 @@ func (w *world) claimStarting(p *pool, j *Job) bool {
 		return false
 	}
 	oldest.reserved, oldest.late = j, true
-	w.coldWait(w.cfg.WarmWait+oldest.readyAt.Sub(w.now), true)
+	w.coldWait(oldest.readyAt.Sub(j.At), true) // the warm wait, the claim's lag, the rest of the pod's start
 	if w.cfg.PodStartPerStarting > 0 {
 		w.outReady = append(w.outReady, oldest.readyAt)
 	}
@@ -635,6 +671,11 @@ func (w *world) claim(p *pool, pd *pod, j *Job) {
 // pd leaves the ReplicaSet, which makes another, j is busy until end, and
 // a sized pool records the claim or the cold start as its demand.
 func (w *world) take(p *pool, pd *pod, j *Job, warm bool, end time.Time) {
+	if warm {
+		w.gone(pd, GoneClaimed)
+	} else {
+		w.gone(pd, GoneClaimedStarting)
+	}
 	w.leave(p, pd)
 	w.countJob(j, warm)
 	w.busy++
@@ -707,6 +748,7 @@ func (w *world) idleDeadline(pd *pod) {
 	}
 	pd.gone = true
 	w.res.SelfDeleted++
+	w.gone(pd, GoneIdleDeadline)
 	w.leave(p, pd)
 	w.reconcileRS(p)
 	w.batch()
@@ -739,14 +781,14 @@ func (w *world) batch() {
 }
 
 // podStart draws a pod start, plus Config.PodStartPerStarting for each
-// pod starting now, scaled by Config.PodStartScale.
+// pod starting now, scaled by Config.WallScale.
 func (w *world) podStart() time.Duration {
 	d := w.d.podStart(w.cfg.PodStartMedian, w.cfg.PodStartP95)
 	if w.cfg.PodStartPerStarting > 0 {
 		d += time.Duration(w.starting()) * w.cfg.PodStartPerStarting
 	}
-	if w.cfg.PodStartScale > 0 {
-		d = time.Duration(float64(d) * w.cfg.PodStartScale)
+	if w.cfg.WallScale > 0 {
+		d = time.Duration(float64(d) * w.cfg.WallScale)
 	}
 	return d
 }
@@ -831,6 +873,15 @@ func (w *world) decide() {
 	}
 	for i, name := range names {
 		p := w.pools[name]
+		if w.cfg.Log != nil && shares[i] != p.decided {
+			reason := string(decs[i].Reason)
+			if shares[i] < decs[i].Idle {
+				reason = "budget" // as warmpod-pools says a cut share
+			}
+			w.cfg.Log.Info("pool sized", "at", w.now, "pool", name, "from", p.decided, "to", shares[i], "reason", reason,
+				"message", decs[i].Message, "pods", len(p.rs))
+		}
+		p.decided = shares[i]
 		w.size(p, shares[i])
 	}
 }
@@ -881,6 +932,7 @@ func (w *world) size(p *pool, n int) {
 			}
 			pd.gone = true
 			w.res.Removed++
+			w.gone(pd, GoneRemoved)
 			p.rs = slices.DeleteFunc(p.rs, func(x *pod) bool { return x == pd })
 			excess--
 		}
@@ -926,6 +978,7 @@ func (w *world) discover() {
 			for _, pd := range p.rs {
 				pd.gone = true
 				w.res.Removed++
+				w.gone(pd, GoneRemoved)
 			}
 			delete(w.pools, name)
 			w.res.PoolsRemoved++
@@ -963,4 +1016,33 @@ func NewImageFrom(warm []bool, n int) Count {
 		}
 	}
 	return c
+}
+
+// PodGone is how a pool pod left its pool, in Config.Log's "pod gone"
+// lines: the words the make bench-pools pod log uses for a cluster's.
+type PodGone string
+
+const (
+	// GoneClaimed: a driver claimed it Ready (a warm job).
+	GoneClaimed PodGone = "claimed"
+	// GoneClaimedStarting: a driver claimed it starting, after its warm
+	// wait (ClaimStarting: a cold job).
+	GoneClaimedStarting PodGone = "claimed starting"
+	// GoneRemoved: the controller removed it (a shrink, or its pool's
+	// removal).
+	GoneRemoved PodGone = "removed"
+	// GoneIdleDeadline: it reached warmpod's idle deadline unclaimed.
+	GoneIdleDeadline PodGone = "idle deadline"
+)
+
+// gone logs pd's leaving its pool (Config.Log).
+func (w *world) gone(pd *pod, how PodGone) {
+	if w.cfg.Log == nil {
+		return
+	}
+	ready := "-" // never Ready in its pool
+	if pd.ready {
+		ready = pd.readyAt.UTC().Format(time.RFC3339)
+	}
+	w.cfg.Log.Info("pod gone", "at", w.now, "pool", pd.pool.image, "made", pd.created.UTC().Format(time.RFC3339), "ready", ready, "how", string(how))
 }

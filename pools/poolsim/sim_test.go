@@ -2,7 +2,9 @@ package poolsim
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -148,7 +150,7 @@ func TestSeriesMatchIdlePodSeconds(t *testing.T) {
 	assert.InDelta(t, r.IdlePodSeconds, sum, 1)
 }
 
-// Config.Pools writes just those pools; Config.PodStartScale stretches the
+// Config.Pools writes just those pools; Config.WallScale stretches the
 // starts; Result.Profiles is what was learned by Config.From and reads
 // back as a profile that expects the daily pipeline.
 func TestPlayPoolsScaleProfiles(t *testing.T) {
@@ -196,7 +198,7 @@ func TestPlayPoolsScaleProfiles(t *testing.T) {
 
 	// Pod starts 100× longer (5 minutes median): the pipeline's pods are
 	// not Ready in time on its first day, on any.
-	cfg.PodStartScale = 100
+	cfg.WallScale = 100
 	slow, err := Play(jobs, Learned, cfg)
 	require.NoError(t, err)
 	assert.Less(t, slow.Warm, res.Warm)
@@ -297,4 +299,138 @@ func TestFitStarts(t *testing.T) {
 	assert.Zero(t, m.PerStarting, "starts that shrink with the crowd: no share")
 	assert.Equal(t, 3*time.Second, m.Median)
 	assert.Zero(t, FitStarts(nil).Pods)
+}
+
+// Config.Log tells the world's story in lines a reader sets beside a
+// cluster's: each pod's leaving once, by how it left, adding up to the
+// Result's counts, and each change of a decided size, in time order.
+// Fixed pools have no decisions, and their pods reach the idle deadline
+// at night; the controller's go by claims and removals.
+func TestLogSaysWhatTheWorldDid(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Days, cfg.From = 4, 0
+	jobs := Generate(1, cfg.Start, cfg.Days)
+	seen := map[PodGone]int{}
+	for _, mode := range []Mode{Fixed, Learned} {
+		var buf bytes.Buffer
+		cfg.Log = slog.New(slog.NewJSONHandler(&buf, nil))
+		res, err := Play(jobs, mode, cfg)
+		require.NoError(t, err)
+		gone := map[PodGone]int{}
+		sized := 0
+		var last time.Time
+		dec := json.NewDecoder(&buf)
+		for dec.More() {
+			var line struct {
+				Msg, Pool, How, Ready string
+				At                    time.Time
+				From, To              int
+			}
+			require.NoError(t, dec.Decode(&line))
+			assert.False(t, line.At.Before(last), "lines in time order")
+			last = line.At
+			assert.NotEmpty(t, line.Pool)
+			switch line.Msg {
+			case "pod gone":
+				gone[PodGone(line.How)]++
+				seen[PodGone(line.How)]++
+				if line.How == string(GoneClaimedStarting) {
+					assert.Equal(t, "-", line.Ready, "a pod claimed starting was never Ready in its pool")
+				}
+			case "pool sized":
+				sized++
+				assert.NotEqual(t, line.From, line.To)
+			default:
+				t.Fatalf("unexpected line %q", line.Msg)
+			}
+		}
+		assert.Equal(t, res.Warm, gone[GoneClaimed], "%s", mode)
+		assert.Equal(t, res.TookStarting, gone[GoneClaimedStarting], "%s", mode)
+		assert.Equal(t, res.Removed, gone[GoneRemoved], "%s", mode)
+		assert.Equal(t, res.SelfDeleted, gone[GoneIdleDeadline], "%s", mode)
+		assert.Equal(t, mode != Fixed, sized > 0, "%s: decisions", mode)
+	}
+	for _, how := range []PodGone{GoneClaimed, GoneClaimedStarting, GoneRemoved, GoneIdleDeadline} {
+		assert.Positive(t, seen[how], "the trace makes pods go by %s", how)
+	}
+}
+
+// Config.ColdClaimLag and ColdClaimPerPending: cold claims due together
+// (eight jobs whose warm wait ended at once) come one after another, the
+// k-th (0-based) after the lag and k times the per-pending share, each
+// scaled by WallScale; without them all come as the warm wait ends.
+func TestColdClaimLag(t *testing.T) {
+	start := time.Date(2026, 11, 2, 0, 0, 0, 0, time.UTC)
+	at := start.Add(10 * time.Hour)
+	var jobs []Job
+	for range 10 {
+		jobs = append(jobs, Job{At: at, Image: "golang", Hold: time.Hour})
+	}
+	claims := func(lag, per time.Duration, scale float64) []time.Duration {
+		var buf bytes.Buffer
+		cfg := Config{Start: start, Days: 1, Budget: 20, WarmWait: time.Second, Resync: 10 * time.Second,
+			Batch: 200 * time.Millisecond, Seed: 1, Bucket: time.Hour, Pools: []string{"golang"},
+			PodStartMedian: 3 * time.Second, ColdClaimLag: lag, ColdClaimPerPending: per, WallScale: scale,
+			Log: slog.New(slog.NewJSONHandler(&buf, nil))}
+		res, err := Play(jobs, Fixed, cfg)
+		require.NoError(t, err)
+		require.Equal(t, FixedSize, res.Warm)
+		var out []time.Duration
+		dec := json.NewDecoder(&buf)
+		for dec.More() {
+			var line struct {
+				Msg, How string
+				At       time.Time
+			}
+			require.NoError(t, dec.Decode(&line))
+			if line.How == string(GoneClaimedStarting) {
+				out = append(out, line.At.Sub(at))
+			}
+		}
+		require.Len(t, out, len(jobs)-FixedSize, "each cold job took a starting pod")
+		return out
+	}
+	for _, d := range claims(0, 0, 0) {
+		assert.Equal(t, time.Second, d, "as the warm wait ends")
+	}
+	for k, d := range claims(500*time.Millisecond, time.Second, 0) {
+		assert.Equal(t, time.Second+500*time.Millisecond+time.Duration(k)*time.Second, d, "claim %d", k)
+	}
+	for k, d := range claims(500*time.Millisecond, time.Second, 2) {
+		assert.Equal(t, time.Second+2*(500*time.Millisecond+time.Duration(k)*time.Second), d, "claim %d, scaled", k)
+	}
+}
+
+// FitClaims finds a claim's lag and what each claim pending before it
+// adds, from claims due 10 ms apart that came 0.3 s plus 0.1 s for each
+// one ahead after their due, and one alone later; a claim before its due
+// (clocks apart) is left out, and claims that do not wait on each other
+// give no per-pending share.
+func TestFitClaims(t *testing.T) {
+	t0 := time.Date(2026, 11, 2, 11, 0, 0, 0, time.UTC)
+	var s []ClaimSample
+	for i := range 12 {
+		due := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+		s = append(s, ClaimSample{Due: due, Claimed: due.Add(300*time.Millisecond + time.Duration(i)*100*time.Millisecond)})
+	}
+	alone := t0.Add(time.Minute)
+	s = append(s, ClaimSample{Due: alone, Claimed: alone.Add(300 * time.Millisecond)}, ClaimSample{Due: alone.Add(time.Minute), Claimed: alone})
+	m := FitClaims(s)
+	assert.Equal(t, 13, m.Claims)
+	assert.InDelta(t, 0.1, m.PerPending.Seconds(), 0.001)
+	assert.InDelta(t, 0.3, m.Lag.Seconds(), 0.001)
+	var cfg Config
+	m.Apply(&cfg)
+	assert.Equal(t, m.Lag, cfg.ColdClaimLag)
+	assert.Equal(t, m.PerPending, cfg.ColdClaimPerPending)
+
+	var apart []ClaimSample
+	for i := range 5 {
+		due := t0.Add(time.Duration(i) * time.Minute)
+		apart = append(apart, ClaimSample{Due: due, Claimed: due.Add(time.Duration(200+10*i) * time.Millisecond)})
+	}
+	m = FitClaims(apart)
+	assert.Zero(t, m.PerPending)
+	assert.InDelta(t, 0.22, m.Lag.Seconds(), 0.001, "the mean lag")
+	assert.Zero(t, FitClaims(nil).Claims)
 }

@@ -62,6 +62,24 @@ func FitStarts(samples []StartSample) StartModel {
 	if len(d) == 0 {
 		return m
 	}
+	per, _ := fitLine(n, d)
+	left := make([]time.Duration, len(d))
+	for i := range d {
+		left[i] = max(time.Duration((d[i]-per*n[i])*float64(time.Second)), time.Millisecond)
+	}
+	slices.Sort(left)
+	// The nearest-rank percentile, as make bench-pools reports starts.
+	at := func(p float64) time.Duration { return left[max(int(math.Ceil(p*float64(len(left))))-1, 0)] }
+	m.Median, m.P95 = at(0.5), at(0.95)
+	m.PerStarting = time.Duration(per * float64(time.Second))
+	return m
+}
+
+// fitLine fits d = base + per×n by least squares with per at least 0 (a
+// crowd that speeds things up is noise, not a model), and returns per and
+// base (at least 0). Without two values of n, per is 0 and base the mean
+// of d.
+func fitLine(n, d []float64) (per, base float64) {
 	var mn, md float64
 	for i := range n {
 		mn += n[i]
@@ -74,18 +92,8 @@ func FitStarts(samples []StartSample) StartModel {
 		cov += (n[i] - mn) * (d[i] - md)
 		vr += (n[i] - mn) * (n[i] - mn)
 	}
-	per := 0.0
 	if vr > 0 {
 		per = max(cov/vr, 0)
 	}
-	left := make([]time.Duration, len(d))
-	for i := range d {
-		left[i] = max(time.Duration((d[i]-per*n[i])*float64(time.Second)), time.Millisecond)
-	}
-	slices.Sort(left)
-	// The nearest-rank percentile, as make bench-pools reports starts.
-	at := func(p float64) time.Duration { return left[max(int(math.Ceil(p*float64(len(left))))-1, 0)] }
-	m.Median, m.P95 = at(0.5), at(0.95)
-	m.PerStarting = time.Duration(per * float64(time.Second))
-	return m
+	return per, max(md-per*mn, 0)
 }
