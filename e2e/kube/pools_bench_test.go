@@ -224,6 +224,11 @@ type pbResult struct {
 	// coldClaim is when a cold job's driver claimed (its starting pool
 	// pod's AnnotationClaimedAt, or just before it made its cold pod).
 	coldClaim time.Time
+	// claimedStarting: ClaimStarting failed and the job then made a cold
+	// pod. Its claim is the starting pod's it claimed, if it claimed one
+	// that was not Ready in time (the watch saw its claimed-at); none
+	// after an API error before any claim.
+	claimedStarting bool
 }
 
 func TestPoolsBench(t *testing.T) {
@@ -463,7 +468,7 @@ func pbReplay(t *testing.T, rc *rest.Config, md pbMode, tr pbTrace, profiles map
 	run.load.stop()
 	run.took = time.Since(t0)
 	for i, r := range results {
-		if r.starting {
+		if r.starting || r.claimedStarting {
 			results[i].coldClaim = run.meter.coldClaimOf(strconv.Itoa(r.job.id))
 		}
 	}
@@ -565,10 +570,13 @@ func pbClaimPath(ctx context.Context, rc *rest.Config, ns string, j pbJob, t0 ti
 			if sp != nil && err == nil {
 				r.starting, pod = true, sp
 			}
+			r.claimedStarting = err != nil
 			timeout = max(pbReadyTimeout-time.Since(coldAt), pbReadyTimeout/4)
 		}
-		if pod == nil {
+		if pod == nil && !r.claimedStarting {
 			r.coldClaim = time.Now()
+		}
+		if pod == nil {
 			cold, err := k.CreateCold(ctx, *p, owner, why, timeout)
 			if err != nil {
 				r.err = fmt.Errorf("cold pod: %w", err)
@@ -786,7 +794,9 @@ func (m *pbMeter) coldClaimOf(job string) time.Time {
 
 // gone logs pool pod p's leaving its pool now: claimed (Ready or
 // starting) or deleted, in poolsim.PodGone's words, its times on the
-// day's clock (pbDayTime). Called with mu held.
+// day's clock (pbDayTime). A pod at its idle deadline is "removed" here
+// (the pods' deadline is past any replay), and so is a claimed pod whose
+// claim the watch missed, seeing only its deletion. Called with mu held.
 func (m *pbMeter) gone(p *corev1.Pod, wasIdle, deleted bool, now time.Time) {
 	day := func(t time.Time) time.Time { return pbDayTime(t.Sub(m.from)) }
 	how, ready := poolsim.GoneClaimed, "-"

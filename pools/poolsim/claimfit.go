@@ -2,9 +2,11 @@ package poolsim
 
 import "time"
 
-// A ClaimSample is one cold job's claim in a cluster: Due is when its
-// driver's warm wait ended (the job's arrival plus the warm wait), Claimed
-// when the driver claimed a starting pool pod for it or made its cold pod
+// A ClaimSample is one cold job's claim in a cluster: Due is the job's
+// arrival plus the drivers' warm wait (nominal: the driver's own time
+// before and after its warm wait is part of the lag, as the simulator,
+// which claims at arrival, plays it), Claimed when the driver claimed a
+// starting pool pod for it or made its cold pod
 // (poolapi.AnnotationClaimedAt, the driver's clock).
 type ClaimSample struct {
 	Due, Claimed time.Time
@@ -30,9 +32,10 @@ func (m ClaimModel) Apply(cfg *Config) {
 
 // FitClaims fits a ClaimModel to a cluster's cold claims by least squares
 // of each claim's delay (Due to Claimed) on the number of other claims
-// pending at its Due (due at or before it, claimed after it), PerPending
-// and Lag never below zero. A sample claimed before it was due (clocks
-// apart) is left out.
+// pending at its Due (due before it, or at once and earlier in the
+// samples' order, as the simulator takes claims due together one by one;
+// and claimed after its Due), PerPending and Lag never below zero. A
+// sample claimed before it was due (clocks apart) is left out.
 func FitClaims(samples []ClaimSample) ClaimModel {
 	var n, d []float64
 	for i, s := range samples {
@@ -41,7 +44,8 @@ func FitClaims(samples []ClaimSample) ClaimModel {
 		}
 		pending := 0
 		for j, o := range samples {
-			if j != i && !o.Due.After(s.Due) && o.Claimed.After(s.Due) {
+			ahead := o.Due.Before(s.Due) || (o.Due.Equal(s.Due) && j < i)
+			if ahead && o.Claimed.After(s.Due) {
 				pending++
 			}
 		}

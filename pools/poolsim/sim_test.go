@@ -366,7 +366,7 @@ func TestColdClaimLag(t *testing.T) {
 	for range 10 {
 		jobs = append(jobs, Job{At: at, Image: "golang", Hold: time.Hour})
 	}
-	claims := func(lag, per time.Duration, scale float64) []time.Duration {
+	claims := func(lag, per time.Duration, scale float64) ([]time.Duration, float64) {
 		var buf bytes.Buffer
 		cfg := Config{Start: start, Days: 1, Budget: 20, WarmWait: time.Second, Resync: 10 * time.Second,
 			Batch: 200 * time.Millisecond, Seed: 1, Bucket: time.Hour, Pools: []string{"golang"},
@@ -388,15 +388,29 @@ func TestColdClaimLag(t *testing.T) {
 			}
 		}
 		require.Len(t, out, len(jobs)-FixedSize, "each cold job took a starting pod")
-		return out
+		return out, res.ColdWaitSeconds
 	}
-	for _, d := range claims(0, 0, 0) {
+	at0, _ := claims(0, 0, 0)
+	for _, d := range at0 {
 		assert.Equal(t, time.Second, d, "as the warm wait ends")
 	}
-	for k, d := range claims(500*time.Millisecond, time.Second, 0) {
+	lagged, waited := claims(500*time.Millisecond, time.Second, 0)
+	var fit []ClaimSample
+	least := 0.0
+	for k, d := range lagged {
 		assert.Equal(t, time.Second+500*time.Millisecond+time.Duration(k)*time.Second, d, "claim %d", k)
+		fit = append(fit, ClaimSample{Due: at.Add(time.Second), Claimed: at.Add(d)})
+		least += d.Seconds()
 	}
-	for k, d := range claims(500*time.Millisecond, time.Second, 2) {
+	// Each cold job waited from its arrival to its claim at least (its
+	// pod was still starting then), the lag included.
+	assert.GreaterOrEqual(t, waited, least)
+	// The claims fit back to the model, though all were due at once.
+	m := FitClaims(fit)
+	assert.InDelta(t, 0.5, m.Lag.Seconds(), 1e-9)
+	assert.InDelta(t, 1, m.PerPending.Seconds(), 1e-9)
+	scaled, _ := claims(500*time.Millisecond, time.Second, 2)
+	for k, d := range scaled {
 		assert.Equal(t, time.Second+2*(500*time.Millisecond+time.Duration(k)*time.Second), d, "claim %d, scaled", k)
 	}
 }
@@ -433,4 +447,16 @@ func TestFitClaims(t *testing.T) {
 	assert.Zero(t, m.PerPending)
 	assert.InDelta(t, 0.22, m.Lag.Seconds(), 0.001, "the mean lag")
 	assert.Zero(t, FitClaims(nil).Claims)
+
+	// Delays that a free line would meet at a negative lag (0.2 s a
+	// claim pending, −0.5 s alone): no lag, and the line through the
+	// origin.
+	var steep []ClaimSample
+	for i := range 4 {
+		due := t0.Add(time.Duration(i) * time.Millisecond)
+		steep = append(steep, ClaimSample{Due: due, Claimed: due.Add(time.Duration(max(200*(i+1)-500, 10)) * time.Millisecond)})
+	}
+	m = FitClaims(steep)
+	assert.Zero(t, m.Lag)
+	assert.Positive(t, m.PerPending)
 }

@@ -75,10 +75,11 @@ func FitStarts(samples []StartSample) StartModel {
 	return m
 }
 
-// fitLine fits d = base + per×n by least squares with per at least 0 (a
-// crowd that speeds things up is noise, not a model), and returns per and
-// base (at least 0). Without two values of n, per is 0 and base the mean
-// of d.
+// fitLine fits d = base + per×n by least squares with per and base at
+// least 0 (a crowd that speeds things up is noise, not a model; so is a
+// negative lag), and returns per and base: where the free fit's base is
+// below 0, the line through the origin. Without two values of n, per is 0
+// and base the mean of d.
 func fitLine(n, d []float64) (per, base float64) {
 	var mn, md float64
 	for i := range n {
@@ -95,5 +96,13 @@ func fitLine(n, d []float64) (per, base float64) {
 	if vr > 0 {
 		per = max(cov/vr, 0)
 	}
-	return per, max(md-per*mn, 0)
+	if base = md - per*mn; base >= 0 {
+		return per, base
+	}
+	var nd, nn float64
+	for i := range n {
+		nd += n[i] * d[i]
+		nn += n[i] * n[i]
+	}
+	return max(nd/nn, 0), 0 // nn > 0: base < 0 needs per > 0, so vr > 0
 }
