@@ -17,6 +17,7 @@ import (
 
 	"github.com/warmpod/warmpod/executor/pool"
 	"github.com/warmpod/warmpod/poolapi"
+	"github.com/warmpod/warmpod/pools/poolsim"
 	"github.com/warmpod/warmpod/sizing"
 )
 
@@ -66,6 +67,7 @@ func TestPoolsFoundFromTheJobs(t *testing.T) {
 	require.NoError(t, err, "python went cold three times within a day: it has a pool")
 	assert.Equal(t, "docker.io/library/python:3.12", d.Annotations[poolapi.AnnotationFoundFrom])
 	assert.Equal(t, FoundPolicy, d.Annotations[poolapi.AnnotationPolicy])
+	assert.Equal(t, poolsim.LearnedPolicy, FoundPolicy, "the simulator plays found pools with the controller's policy")
 	assert.NotContains(t, d.Annotations, poolapi.AnnotationDefaultPool)
 	assert.EqualValues(t, 0, *d.Spec.Replicas)
 	assert.Equal(t, "alpine", d.OwnerReferences[0].Name)

@@ -144,6 +144,12 @@ type Config struct {
 	// seconds but for a burst of hundreds of claims, and DefaultConfig
 	// has none.
 	ColdClaimLag, ColdClaimPerPending time.Duration
+	// FoundPolicy is the policy of a pool sizing.Discovery makes (empty:
+	// LearnedPolicy, which is the controller's pools.FoundPolicy). The
+	// controller gives every found pool that one; another here plays what
+	// a person would have to write on the new image's pool to have more of
+	// its jobs warm, and what that costs (bench/pools-sim.md).
+	FoundPolicy string
 }
 
 // DefaultConfig is the simulation of issue 41: 15 days from a Monday, the
@@ -255,6 +261,13 @@ func Play(jobs []Job, mode Mode, cfg Config) (Result, error) {
 		now: cfg.Start, last: cfg.Start}
 	w.end = cfg.Start.AddDate(0, 0, cfg.Days)
 	w.from = cfg.Start.AddDate(0, 0, cfg.From)
+	w.foundPolicy = cfg.FoundPolicy
+	if w.foundPolicy == "" {
+		w.foundPolicy = LearnedPolicy
+	}
+	if _, err := sizing.Parse(w.foundPolicy); err != nil {
+		return Result{}, fmt.Errorf("found pools' policy: %w", err)
+	}
 	w.res.Series = make([]Sample, int(w.end.Sub(cfg.Start)/cfg.Bucket))
 	for i := range w.res.Series {
 		w.res.Series[i].At = cfg.Start.Add(time.Duration(i) * cfg.Bucket)
@@ -323,6 +336,9 @@ type world struct {
 	// coldPending counts the cold claims due (a driver's warm wait
 	// ended) and not made yet (Config.ColdClaimPerPending).
 	coldPending int
+	// foundPolicy is Config.FoundPolicy, or LearnedPolicy; Play checks
+	// that it parses.
+	foundPolicy string
 }
 
 // pool is a pool Deployment, its ReplicaSet's pods and the controller's
@@ -990,7 +1006,7 @@ func (w *world) discover() {
 		made++
 	}
 	for _, image := range w.finder.Due(w.now, made) {
-		pol, _ := sizing.Parse(LearnedPolicy)
+		pol, _ := sizing.Parse(w.foundPolicy) // parsed in Play
 		p := &pool{image: image, policy: pol, sized: true, found: true, made: w.now, known: w.now}
 		// The cold jobs that found it are its first claims.
 		p.colds = w.finder.Colds(image, w.now)

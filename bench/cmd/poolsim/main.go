@@ -75,6 +75,19 @@ type played struct {
 	// noDeadline is the controller with nothing written, its pods without
 	// warmpod's idle deadline (Config.IdleTimeout 0; the report's seed).
 	noDeadline poolsim.Result
+	// kept is the controller with nothing written but the new image's
+	// found pool kept at each of keptFloors' idle pods at all times, as a
+	// person would write it (Config.FoundPolicy).
+	kept []poolsim.Result
+}
+
+// keptFloors are the idle pods kept on the new image's found pool in
+// played.kept: what having every one of its jobs warm would cost.
+var keptFloors = []int{1, 2}
+
+// keptPolicy is a policy keeping n idle pods at all times.
+func keptPolicy(n int) string {
+	return fmt.Sprintf("- idle_count: %d\n  idle_time: 30m", n)
 }
 
 // keepSweep is how long a pod above the decision is kept, tried on the
@@ -116,8 +129,20 @@ func play(seed uint64, cfg poolsim.Config) (played, error) {
 		p.result[m] = r
 	}
 	r, err := poolsim.Play(p.jobs, poolsim.Learned, refilledConfig(cfg))
+	if err != nil {
+		return p, err
+	}
 	p.refilled = r
-	return p, err
+	for _, n := range keptFloors {
+		c := cfg
+		c.FoundPolicy = keptPolicy(n)
+		r, err := poolsim.Play(p.jobs, poolsim.Learned, c)
+		if err != nil {
+			return p, err
+		}
+		p.kept = append(p.kept, r)
+	}
+	return p, nil
 }
 
 func run(seed uint64, others []uint64, mdPath, svgPath string) error {
@@ -186,8 +211,10 @@ func targetsOf(f, l poolsim.Result, jobs int) [][3]string {
 	}
 	ni := poolsim.NewImageFrom(l.NewImage, 6)
 	rows = append(rows,
-		[3]string{fmt.Sprintf("the new image (%s) warm from its 6th job", l.NewImageName),
-			fmt.Sprintf("%d/%d = %.2f warm", ni.Warm, ni.Jobs, ni.Rate()), met(ni.Jobs > 0 && ni.Warm == ni.Jobs)},
+		[3]string{fmt.Sprintf("the new image (%s) warm from its 6th job: from it on, as warm as all jobs are asked to be (≥ 90 %%)", l.NewImageName),
+			fmt.Sprintf("%d/%d = %.2f warm", ni.Warm, ni.Jobs, ni.Rate()), met(ni.Rate() >= 0.9)},
+		[3]string{"… read strictly: every one of its jobs from the 6th warm",
+			fmt.Sprintf("%d of %d cold", ni.Jobs-ni.Warm, ni.Jobs), met(ni.Jobs > 0 && ni.Warm == ni.Jobs)},
 		[3]string{"pods made ≤ 1.1× jobs run", fmt.Sprintf("%.2f× (%d pods, %d jobs)", float64(l.PodsMade)/float64(jobs), l.PodsMade, jobs),
 			met(float64(l.PodsMade) <= 1.1*float64(jobs))})
 	return rows
@@ -299,8 +326,9 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 		"before the profile's hour ahead expected one; and %d came after a gap in the day of %s to %s, "+
 		"longer than the keep-alive (the 95th percentile of its gaps, at most an hour) in an hour the profile expected less than one claim. "+
 		"Each of them warm would take a pod kept through weekends and early mornings for jobs that mostly do not come, "+
-		"which the idle pod-seconds target leaves no room for in every pool.\n",
+		"which the idle pod-seconds target leaves no room for: the next section plays it.\n",
 		ni.Warm, ni.Jobs, ni.Jobs-ni.Warm, c.weekend, c.morning, c.day, c.shortest.Round(time.Minute), c.longest.Round(time.Minute))
+	strictCost(w, p, rest)
 	beforeRefill(w, p, rest)
 	fmt.Fprintf(w, "\n## How it is modelled\n\n")
 	fmt.Fprintf(w, "- The controller's figures are package `sizing`'s own: `Decide` (with the learned `Profile`'s forecast and the keep-alive), `Share` over the budget, `DefaultDiscovery`. Its decisions run %s after each claim and every %s, as `pools.Controller`'s (Batch, Resync).\n", cfg.Batch, cfg.Resync)
@@ -309,6 +337,31 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 		cfg.IdleTimeout, p.seed, p.result[poolsim.Learned].SelfDeleted, float64(p.noDeadline.PodsMade)/float64(len(p.jobs)), float64(p.result[poolsim.Learned].PodsMade)/float64(len(p.jobs)))
 	fmt.Fprintf(w, "- A driver claims a Ready idle pod at once, or the first that becomes Ready within its warm wait, else, after the warm wait, claims the pool's pod that has been starting the longest and waits until it is Ready (a cold start, but no pod made for it: `ClaimStarting`), else makes a cold pod (at once without a pool). A driver that waits reserves its pod: real drivers race for it, and the loser lists again.\n")
 	fmt.Fprintf(w, "- Idle pod-seconds count Ready unclaimed pool pods, as `make bench-pools` does; starting pods apart.\n")
+}
+
+// sixthWarm is whether r's new image's 6th job, in the order they
+// arrived, was warm.
+func sixthWarm(r poolsim.Result) bool {
+	idx := make([]int, len(r.NewImage))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return r.NewImageAt[a].Compare(r.NewImageAt[b]) })
+	return len(idx) >= 6 && r.NewImage[idx[5]]
+}
+
+// sixthGap is how long after r's new image's 5th job its 6th came, and
+// the longest gap between its jobs before the 5th.
+func sixthGap(r poolsim.Result) (gap, longest time.Duration) {
+	at := slices.Clone(r.NewImageAt)
+	slices.SortFunc(at, time.Time.Compare)
+	if len(at) < 6 {
+		return 0, 0
+	}
+	for i := 1; i < 5; i++ {
+		longest = max(longest, at[i].Sub(at[i-1]))
+	}
+	return at[5].Sub(at[4]), longest
 }
 
 // lowestPipeline is the lowest warm rate of r's pipelines (1 with none).
@@ -377,6 +430,82 @@ func coldGaps(r poolsim.Result, n int) colds {
 		}
 	}
 	return c
+}
+
+// strictCost reports, on every seed played, what keeping keptFloors'
+// idle pods on the new image's found pool at all times does to its cold
+// jobs, the idle pod-seconds and the pods made, beside the pool as the
+// controller makes it.
+func strictCost(w io.Writer, p played, rest []played) {
+	all := append([]played{p}, rest...)
+	fmt.Fprintf(w, "\n## What every job of the new image warm would cost\n\n")
+	fmt.Fprintf(w, "Read strictly, \"warm from its 6th job\" asks a pod Ready for every one of the new image's jobs from its 6th, "+
+		"also for those that come where the profile expects nothing. A pod is there for those only if it is kept when nothing is expected. "+
+		"Played here as a person would write it: the controller with nothing written, but the new image's found pool kept at "+
+		"`idle_count: N` at all times (`poolsim.Config.FoundPolicy`; the controller itself gives every found pool `%s`). "+
+		"Each cell: the new image's jobs from its 6th that were cold; idle pod-seconds against the fixed pools' (target ≤ 0.3×); pods made per job (target ≤ 1.1×).\n\n",
+		strings.ReplaceAll(poolsim.LearnedPolicy, "\n ", ""))
+	fmt.Fprintf(w, "| seed | its 6th job | fixed pools | as the controller makes it |")
+	for _, n := range keptFloors {
+		fmt.Fprintf(w, " `idle_count: %d` |", n)
+	}
+	fmt.Fprintf(w, "\n|---:|---|---:|---:|%s\n", strings.Repeat("---:|", len(keptFloors)))
+	cell := func(r, f poolsim.Result, jobs int) string {
+		ni := poolsim.NewImageFrom(r.NewImage, 6)
+		return fmt.Sprintf("%d of %d cold; %.2f×; %.2f×", ni.Jobs-ni.Warm, ni.Jobs, r.IdlePodSeconds/f.IdlePodSeconds, float64(r.PodsMade)/float64(jobs))
+	}
+	readMet := 0
+	for _, o := range all {
+		if poolsim.NewImageFrom(o.result[poolsim.Learned].NewImage, 6).Rate() >= 0.9 {
+			readMet++
+		}
+	}
+	fixedAllWarm := 0
+	var cold6 []string
+	for _, o := range all {
+		if ni := poolsim.NewImageFrom(o.result[poolsim.Fixed].NewImage, 6); ni.Warm == ni.Jobs {
+			fixedAllWarm++
+		}
+		if l := o.result[poolsim.Learned]; !sixthWarm(l) {
+			gap, longest := sixthGap(l)
+			cold6 = append(cold6, fmt.Sprintf("seed %d: it came %s after the 5th, the longest gap before it %s", o.seed, gap.Round(time.Minute), longest.Round(time.Minute)))
+		}
+	}
+	sixthCold := ""
+	if len(cold6) > 0 {
+		sixthCold = " (" + strings.Join(cold6, "; ") + ")"
+	}
+	allWarm := make([]int, len(keptFloors))
+	idleMet := make([]int, len(keptFloors))
+	for _, o := range all {
+		f := o.result[poolsim.Fixed]
+		sixth := "cold"
+		if sixthWarm(o.result[poolsim.Learned]) {
+			sixth = "warm"
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s |", o.seed, sixth, cell(f, f, len(o.jobs)), cell(o.result[poolsim.Learned], f, len(o.jobs)))
+		for i, r := range o.kept {
+			fmt.Fprintf(w, " %s |", cell(r, f, len(o.jobs)))
+			if ni := poolsim.NewImageFrom(r.NewImage, 6); ni.Warm == ni.Jobs {
+				allWarm[i]++
+			}
+			if r.IdlePodSeconds <= 0.3*f.IdlePodSeconds {
+				idleMet[i]++
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+	for i, n := range keptFloors {
+		fmt.Fprintf(w, "- `idle_count: %d`: every job from the 6th warm on %d of the %d seeds; idle pod-seconds ≤ 0.3× the fixed pools' on %d of them.\n",
+			n, allWarm[i], len(all), idleMet[i])
+	}
+	fmt.Fprintf(w, "\nThe new image's jobs at a weekend, before a weekday's first and after a long gap arrive at random, "+
+		"at less than one an hour: a pod is Ready for such a job only as often as a pod is kept (a random arrival sees the pool as it is on average). "+
+		"Read strictly, the target is not met by the fixed pools either, which pay for 2 pods at all times (1.00×): every job from the 6th warm on %d of the %d seeds; "+
+		"a pod kept for the image at all times costs more than the idle pod-seconds target leaves. The controller sizes the found pool as it sizes the other pools, "+
+		"and the targets above read \"warm from its 6th job\" as its jobs from the 6th as warm as all jobs are asked to be (90 %%): "+
+		"met on %d of the %d seeds. Its 6th job itself is one of them, as likely cold as any%s.\n", fixedAllWarm, len(all), readMet, len(all), sixthCold)
 }
 
 // beforeRefill reports the controller with nothing written on the claim
