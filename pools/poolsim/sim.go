@@ -215,9 +215,9 @@ type Result struct {
 	// day 2 for a daily pipeline and from Config.From for another.
 	Pipelines map[string]*Count
 	// NewImage is the warm flag of each job of the image that appears
-	// after day 0, in the order they were counted (a job that waited is
-	// counted when its wait ended), over the whole trace, and NewImageAt
-	// when each arrived; NewImageName names it.
+	// after day 0, in the order they arrived (so NewImage[5] is its 6th
+	// job), over the whole trace, and NewImageAt when each arrived;
+	// NewImageName names it.
 	NewImage     []bool
 	NewImageAt   []time.Time
 	NewImageName string
@@ -309,6 +309,18 @@ func Play(jobs []Job, mode Mode, cfg Config) (Result, error) {
 		w.handle(e)
 	}
 	w.advance(w.end)
+	// A job is counted when its wait ends: put them back in the order
+	// they arrived (stable: jobs of one instant stay as they were counted).
+	order := make([]int, len(w.res.NewImage))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return w.res.NewImageAt[a].Compare(w.res.NewImageAt[b]) })
+	warm, at := make([]bool, len(order)), make([]time.Time, len(order))
+	for i, o := range order {
+		warm[i], at[i] = w.res.NewImage[o], w.res.NewImageAt[o]
+	}
+	w.res.NewImage, w.res.NewImageAt = warm, at
 	return w.res, nil
 }
 

@@ -78,10 +78,10 @@ func TestReadCSVRefuses(t *testing.T) {
 // (the daily ones from day 2), the new image's jobs from its 6th at least
 // 90 % warm, at most 1.1 pods made per job. Seeds 1 to 8 were looked at
 // while the keep-alive was chosen; 101 to 103 were not, before this test
-// was written. The target read strictly (every one of the new image's
-// jobs from its 6th warm) is met by no way of keeping pools on every
-// seed, the fixed pools included; bench/pools-sim.md plays what it would
-// cost.
+// was written. The "warm from its 6th job" read strictly (every
+// one of the new image's jobs from its 6th) is met on every seed by none
+// of the ways tried, the fixed pools included; bench/pools-sim.md plays
+// what it would cost.
 func TestTargets(t *testing.T) {
 	cfg := DefaultConfig()
 	seeds := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 101, 102, 103}
@@ -243,10 +243,12 @@ func TestUnrefilledMakesFewerPods(t *testing.T) {
 	}
 }
 
-// Config.FoundPolicy plays what a person would write on a found pool:
-// with one idle pod kept at all times, as many or more of the new
-// image's jobs are warm and its idle pod-seconds are more; a policy that
-// does not parse is refused before anything is played.
+// Config.FoundPolicy plays a found pool with another policy than the
+// controller's: with one idle pod kept at all times, a pod is Ready
+// through each night and the idle pod-seconds are more (and on these six
+// days of seed 1, no fewer of the new image's jobs are warm; on seed 4's
+// fifteen days more are cold, bench/pools-sim.md); a policy that does not
+// parse is refused before anything is played.
 func TestFoundPolicy(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Days, cfg.From = 6, 0

@@ -15,9 +15,9 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -211,10 +211,10 @@ func targetsOf(f, l poolsim.Result, jobs int) [][3]string {
 	}
 	ni := poolsim.NewImageFrom(l.NewImage, 6)
 	rows = append(rows,
-		[3]string{fmt.Sprintf("the new image (%s) warm from its 6th job: from it on, as warm as all jobs are asked to be (≥ 90 %%)", l.NewImageName),
-			fmt.Sprintf("%d/%d = %.2f warm", ni.Warm, ni.Jobs, ni.Rate()), met(ni.Rate() >= 0.9)},
-		[3]string{"… read strictly: every one of its jobs from the 6th warm",
+		[3]string{fmt.Sprintf("the new image (%s) warm from its 6th job (every one)", l.NewImageName),
 			fmt.Sprintf("%d of %d cold", ni.Jobs-ni.Warm, ni.Jobs), met(ni.Jobs > 0 && ni.Warm == ni.Jobs)},
+		[3]string{fmt.Sprintf("the new image's (%s) jobs from its 6th ≥ 90 %% warm (not the issue's words: the rate asked of all jobs)", l.NewImageName),
+			fmt.Sprintf("%d/%d = %.3f warm (%d needed)", ni.Warm, ni.Jobs, ni.Rate(), int(math.Ceil(0.9*float64(ni.Jobs)-1e-9))), met(ni.Rate() >= 0.9)},
 		[3]string{"pods made ≤ 1.1× jobs run", fmt.Sprintf("%.2f× (%d pods, %d jobs)", float64(l.PodsMade)/float64(jobs), l.PodsMade, jobs),
 			met(float64(l.PodsMade) <= 1.1*float64(jobs))})
 	return rows
@@ -223,7 +223,7 @@ func targetsOf(f, l poolsim.Result, jobs int) [][3]string {
 func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.Duration, svgPath string) {
 	fmt.Fprintf(w, "# Pools that configure themselves: 15 days simulated (make bench-pools-sim)\n\n")
 	fmt.Fprintf(w, "Written %s by [`bench/cmd/poolsim`](cmd/poolsim/main.go) over [`pools/poolsim`](../pools/poolsim/sim.go): "+
-		"the seed-%d trace played three ways in %s (%s, %d CPUs). The simulation is deterministic: the same seed gives the same figures on any machine.\n\n",
+		"the seed-%d trace played three ways, and the other ways below, in %s (%s, %d CPUs). The simulation is deterministic: the same seed gives the same figures on any machine.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), p.seed, took.Round(time.Millisecond), runtime.GOARCH, runtime.NumCPU())
 	kinds := map[string]int{}
 	for _, j := range p.jobs {
@@ -339,22 +339,16 @@ func report(w io.Writer, cfg poolsim.Config, p played, rest []played, took time.
 	fmt.Fprintf(w, "- Idle pod-seconds count Ready unclaimed pool pods, as `make bench-pools` does; starting pods apart.\n")
 }
 
-// sixthWarm is whether r's new image's 6th job, in the order they
-// arrived, was warm.
+// sixthWarm is whether r's new image's 6th job (Result.NewImage is in
+// the order they arrived) was warm.
 func sixthWarm(r poolsim.Result) bool {
-	idx := make([]int, len(r.NewImage))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return r.NewImageAt[a].Compare(r.NewImageAt[b]) })
-	return len(idx) >= 6 && r.NewImage[idx[5]]
+	return len(r.NewImage) >= 6 && r.NewImage[5]
 }
 
 // sixthGap is how long after r's new image's 5th job its 6th came, and
-// the longest gap between its jobs before the 5th.
+// the longest gap between its jobs up to the 5th.
 func sixthGap(r poolsim.Result) (gap, longest time.Duration) {
-	at := slices.Clone(r.NewImageAt)
-	slices.SortFunc(at, time.Time.Compare)
+	at := r.NewImageAt
 	if len(at) < 6 {
 		return 0, 0
 	}
@@ -388,9 +382,6 @@ func metCell(rows [][3]string) string {
 	return "all but: " + strings.Join(missed, "; ")
 }
 
-// coldGaps sorts r's cold jobs of the new image from its nth on by the
-// gap since the image's job before: over 12 hours (a night or a weekend),
-// or in the day, the shortest and longest of those.
 // colds is when the new image's cold jobs came: on a weekend, as a
 // weekday's first after a night (a gap of over 12 hours), or after a gap
 // within the day (shortest to longest).
@@ -401,22 +392,14 @@ type colds struct {
 
 // coldGaps places the new image's cold jobs from its nth (1-based) on.
 func coldGaps(r poolsim.Result, n int) colds {
-	type job struct {
-		at   time.Time
-		warm bool
-	}
-	jobs := make([]job, len(r.NewImage))
-	for i := range jobs {
-		jobs[i] = job{r.NewImageAt[i], r.NewImage[i]}
-	}
-	slices.SortStableFunc(jobs, func(a, b job) int { return a.at.Compare(b.at) })
 	var c colds
-	for i := max(n-1, 1); i < len(jobs); i++ {
-		if jobs[i].warm {
+	for i := max(n-1, 1); i < len(r.NewImage); i++ {
+		if r.NewImage[i] {
 			continue
 		}
-		gap := jobs[i].at.Sub(jobs[i-1].at)
-		switch wd := jobs[i].at.Weekday(); {
+		at := r.NewImageAt[i]
+		gap := at.Sub(r.NewImageAt[i-1])
+		switch wd := at.Weekday(); {
 		case wd == time.Saturday || wd == time.Sunday:
 			c.weekend++
 		case gap > 12*time.Hour:
@@ -454,11 +437,26 @@ func strictCost(w io.Writer, p played, rest []played) {
 		ni := poolsim.NewImageFrom(r.NewImage, 6)
 		return fmt.Sprintf("%d of %d cold; %.2f×; %.2f×", ni.Jobs-ni.Warm, ni.Jobs, r.IdlePodSeconds/f.IdlePodSeconds, float64(r.PodsMade)/float64(jobs))
 	}
-	readMet := 0
+	readMet, narrowest, margin := 0, "", math.Inf(1)
+	var worseSeeds []string
 	for _, o := range all {
-		if poolsim.NewImageFrom(o.result[poolsim.Learned].NewImage, 6).Rate() >= 0.9 {
+		ni := poolsim.NewImageFrom(o.result[poolsim.Learned].NewImage, 6)
+		if ni.Rate() >= 0.9 {
 			readMet++
 		}
+		if m := float64(ni.Warm) - 0.9*float64(ni.Jobs); m < margin {
+			margin = m
+			narrowest = fmt.Sprintf("seed %d, %d of %d warm where %.1f were needed", o.seed, ni.Warm, ni.Jobs, 0.9*float64(ni.Jobs))
+		}
+		if len(o.kept) > 0 {
+			if k := poolsim.NewImageFrom(o.kept[0].NewImage, 6); k.Warm < ni.Warm {
+				worseSeeds = append(worseSeeds, fmt.Sprintf("seed %d (%d cold against %d)", o.seed, k.Jobs-k.Warm, ni.Jobs-ni.Warm))
+			}
+		}
+	}
+	worse := fmt.Sprintf("with `idle_count: %d`, no seed had more of them cold than without", keptFloors[0])
+	if len(worseSeeds) > 0 {
+		worse = fmt.Sprintf("with `idle_count: %d`, more of them were cold than without on %s", keptFloors[0], andList(worseSeeds))
 	}
 	fixedAllWarm := 0
 	var cold6 []string
@@ -500,12 +498,13 @@ func strictCost(w io.Writer, p played, rest []played) {
 		fmt.Fprintf(w, "- `idle_count: %d`: every job from the 6th warm on %d of the %d seeds; idle pod-seconds ≤ 0.3× the fixed pools' on %d of them.\n",
 			n, allWarm[i], len(all), idleMet[i])
 	}
-	fmt.Fprintf(w, "\nThe new image's jobs at a weekend, before a weekday's first and after a long gap arrive at random, "+
+	fmt.Fprintf(w, "\nThe new image's cold jobs (on seed %d, above: at a weekend, a weekday's first, after a long gap) arrive at random, "+
 		"at less than one an hour: a pod is Ready for such a job only as often as a pod is kept (a random arrival sees the pool as it is on average). "+
 		"Read strictly, the target is not met by the fixed pools either, which pay for 2 pods at all times (1.00×): every job from the 6th warm on %d of the %d seeds; "+
-		"a pod kept for the image at all times costs more than the idle pod-seconds target leaves. The controller sizes the found pool as it sizes the other pools, "+
-		"and the targets above read \"warm from its 6th job\" as its jobs from the 6th as warm as all jobs are asked to be (90 %%): "+
-		"met on %d of the %d seeds. Its 6th job itself is one of them, as likely cold as any%s.\n", fixedAllWarm, len(all), readMet, len(all), sixthCold)
+		"a pod kept for the image at all times costs more than the idle pod-seconds target leaves. Nor does a kept pod always help: %s. "+
+		"The controller sizes the found pool as it sizes the other pools. Beside the issue's words, the targets above check the new image's jobs "+
+		"from its 6th against the rate asked of all jobs (90 %%): met on %d of the %d seeds, the narrowest %s. "+
+		"Its 6th job itself is as likely cold as any%s.\n", p.seed, fixedAllWarm, len(all), worse, readMet, len(all), narrowest, sixthCold)
 }
 
 // beforeRefill reports the controller with nothing written on the claim
