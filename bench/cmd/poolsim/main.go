@@ -428,7 +428,7 @@ func strictCost(w io.Writer, p played, rest []played) {
 		"`idle_count: N` at all times (`poolsim.Config.FoundPolicy`; the controller itself gives every found pool `%s`). "+
 		"Each cell: the new image's jobs from its 6th that were cold; idle pod-seconds against the fixed pools' (target ≤ 0.3×); pods made per job (target ≤ 1.1×).\n\n",
 		strings.ReplaceAll(poolsim.LearnedPolicy, "\n ", ""))
-	fmt.Fprintf(w, "| seed | its 6th job | fixed pools | as the controller makes it |")
+	fmt.Fprintf(w, "| seed | its 6th job, as the controller makes its pool | fixed pools | as the controller makes it |")
 	for _, n := range keptFloors {
 		fmt.Fprintf(w, " `idle_count: %d` |", n)
 	}
